@@ -1,0 +1,2 @@
+// Package dnsd serves the clusterset.local zone.
+package dnsd

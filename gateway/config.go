@@ -1,0 +1,388 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// Transport names accepted in Config.Transport.Type.
+const (
+	TransportWireGuard = "wireguard"
+	TransportVXLAN     = "vxlan"
+)
+
+// Defaults applied by Validate where a field is left empty.
+const (
+	DefaultPort        = 4500
+	DefaultVNI         = 1000
+	DefaultUnderlayMTU = 1500
+	DefaultTUNName     = "snorkel0"
+)
+
+// Transports lists the valid values of Config.Transport.Type.
+var Transports = []string{TransportWireGuard, TransportVXLAN}
+
+// Config describes one gateway: its own cluster, how it tunnels, and the
+// remote clusters it connects to. It is what `snorkel gateway --config FILE`
+// reads (YAML, these JSON names) and what the controller builds from
+// Kubernetes state. Addresses are strings so that Validate can name the field
+// of any bad one.
+type Config struct {
+	Cluster   Cluster         `json:"cluster"`
+	TUN       TUN             `json:"tun"`
+	Transport TransportConfig `json:"transport"`
+	Remotes   []Remote        `json:"remotes"`
+	// UnderlayMTU is the MTU of the network between gateways; the TUN MTU is
+	// this less the transport's overhead.
+	UnderlayMTU int `json:"underlayMTU,omitempty"`
+	// MetricsAddress is where /metrics (Prometheus) and /status are served;
+	// empty disables the listener.
+	MetricsAddress string `json:"metricsAddress,omitempty"`
+}
+
+// Cluster is the local cluster.
+type Cluster struct {
+	ID           string   `json:"id"`
+	PodCIDRs     []string `json:"podCIDRs"`
+	ServiceCIDRs []string `json:"serviceCIDRs"`
+}
+
+// TUN is the local tunnel device.
+type TUN struct {
+	Name string `json:"name,omitempty"`
+	// Address, if set, is assigned to the device (a bare IP gets a host
+	// prefix) and is the source of the ICMP errors the gateway generates.
+	Address string `json:"address,omitempty"`
+	// MTU overrides the derived MTU (UnderlayMTU less transport overhead).
+	// Packets larger than the derived MTU are still refused with an ICMP
+	// "fragmentation needed" when they carry DF.
+	MTU int `json:"mtu,omitempty"`
+}
+
+// TransportConfig selects and configures the tunnel.
+type TransportConfig struct {
+	Type string `json:"type"`
+	// Port is the local UDP port (default 4500).
+	Port int `json:"port,omitempty"`
+	// BindAddress restricts the UDP socket to one local address.
+	BindAddress string            `json:"bindAddress,omitempty"`
+	WireGuard   *WireGuardConfig  `json:"wireguard,omitempty"`
+	VXLAN       *VXLANLocalConfig `json:"vxlan,omitempty"`
+}
+
+// WireGuardConfig is the local WireGuard identity.
+type WireGuardConfig struct {
+	// PrivateKeyFile holds the base64 private key. If the file does not
+	// exist, a key is generated and written there (mode 0600), and its public
+	// key beside it with the suffix ".pub".
+	PrivateKeyFile string `json:"privateKeyFile"`
+	// UAPIName names the UAPI socket /var/run/wireguard/NAME.sock that
+	// `wg show NAME` reads; default the TUN name.
+	UAPIName string `json:"uapiName,omitempty"`
+}
+
+// VXLANLocalConfig is the local VXLAN tunnel endpoint.
+type VXLANLocalConfig struct {
+	VNI uint32 `json:"vni,omitempty"`
+	// MAC is the inner Ethernet source address; derived from the cluster ID
+	// when empty.
+	MAC string `json:"mac,omitempty"`
+}
+
+// Remote is a cluster this gateway connects to.
+type Remote struct {
+	ID           string   `json:"id"`
+	PodCIDRs     []string `json:"podCIDRs"`
+	ServiceCIDRs []string `json:"serviceCIDRs"`
+	// Endpoint is the remote gateway's underlay address, "IP" or "IP:port".
+	Endpoint  string                 `json:"endpoint"`
+	WireGuard *WireGuardRemoteConfig `json:"wireguard,omitempty"`
+	VXLAN     *VXLANRemoteConfig     `json:"vxlan,omitempty"`
+}
+
+// WireGuardRemoteConfig is a remote gateway's WireGuard identity.
+type WireGuardRemoteConfig struct {
+	PublicKey        string `json:"publicKey"`
+	PresharedKeyFile string `json:"presharedKeyFile,omitempty"`
+}
+
+// VXLANRemoteConfig describes a remote VTEP.
+type VXLANRemoteConfig struct {
+	// MAC is the destination Ethernet address of frames sent to this
+	// remote; learned from its frames when empty.
+	MAC string `json:"mac,omitempty"`
+}
+
+// clusterNameRE is a DNS-1123 label, the form Kubernetes and Submariner use
+// for cluster IDs.
+var clusterNameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
+// spec is a validated Config with its addresses parsed.
+type spec struct {
+	cfg     Config
+	local   []netip.Prefix // pod then service CIDRs of the local cluster
+	remotes []remoteSpec
+	tunAddr netip.Prefix // zero if unset
+	port    uint16
+}
+
+type remoteSpec struct {
+	id       string
+	cidrs    []netip.Prefix
+	endpoint netip.AddrPort
+}
+
+// Validate checks the whole configuration and reports every problem it finds,
+// each naming the field and what to do about it. It also fills defaults.
+func (c *Config) Validate() error {
+	_, err := c.build()
+	return err
+}
+
+type errList []error
+
+func (l *errList) add(field, format string, args ...any) {
+	*l = append(*l, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+}
+
+func (c *Config) applyDefaults() {
+	if c.UnderlayMTU == 0 {
+		c.UnderlayMTU = DefaultUnderlayMTU
+	}
+	if c.TUN.Name == "" {
+		c.TUN.Name = DefaultTUNName
+	}
+	if c.Transport.Port == 0 {
+		c.Transport.Port = DefaultPort
+	}
+	if c.Transport.Type == TransportVXLAN {
+		if c.Transport.VXLAN == nil {
+			c.Transport.VXLAN = &VXLANLocalConfig{}
+		}
+		if c.Transport.VXLAN.VNI == 0 {
+			c.Transport.VXLAN.VNI = DefaultVNI
+		}
+	}
+	if c.Transport.Type == TransportWireGuard && c.Transport.WireGuard != nil && c.Transport.WireGuard.UAPIName == "" {
+		c.Transport.WireGuard.UAPIName = c.TUN.Name
+	}
+}
+
+func (c *Config) build() (*spec, error) {
+	c.applyDefaults()
+	var errs errList
+	s := &spec{cfg: *c}
+
+	if !clusterNameRE.MatchString(c.Cluster.ID) || len(c.Cluster.ID) > 63 {
+		errs.add("cluster.id", "%q is not a DNS-1123 label; use lower-case letters, digits and '-', at most 63 characters", c.Cluster.ID)
+	}
+	s.local = parseCIDRs(&errs, "cluster", c.Cluster.PodCIDRs, c.Cluster.ServiceCIDRs)
+
+	if c.TUN.Address != "" {
+		p, err := parseHostOrPrefix(c.TUN.Address)
+		if err != nil {
+			errs.add("tun.address", "%q is not an IP address or CIDR; write it like 10.8.255.254 or 10.8.255.254/32", c.TUN.Address)
+		}
+		s.tunAddr = p
+	}
+	if len(c.TUN.Name) > 15 || strings.ContainsAny(c.TUN.Name, "/ \t") {
+		errs.add("tun.name", "%q is not a valid interface name; use at most 15 characters, no '/' or spaces", c.TUN.Name)
+	}
+	if c.UnderlayMTU < 576 || c.UnderlayMTU > 65535 {
+		errs.add("underlayMTU", "%d is out of range; use a value from 576 to 65535 (1500 on most networks)", c.UnderlayMTU)
+	}
+	if c.TUN.MTU != 0 && (c.TUN.MTU < 576 || c.TUN.MTU > 65535) {
+		errs.add("tun.mtu", "%d is out of range; use a value from 576 to 65535, or leave it unset to derive it from underlayMTU", c.TUN.MTU)
+	}
+	if c.Transport.Port < 1 || c.Transport.Port > 65535 {
+		errs.add("transport.port", "%d is not a UDP port; use 1 to 65535 (default 4500)", c.Transport.Port)
+	}
+	s.port = uint16(c.Transport.Port)
+	if c.MetricsAddress != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsAddress); err != nil {
+			errs.add("metricsAddress", "%q is not host:port; write it like 127.0.0.1:9898 or :9898", c.MetricsAddress)
+		}
+	}
+
+	switch c.Transport.Type {
+	case TransportWireGuard:
+		if c.Transport.WireGuard == nil || c.Transport.WireGuard.PrivateKeyFile == "" {
+			errs.add("transport.wireguard.privateKeyFile", "is required for the wireguard transport; name a file (it is generated if missing)")
+		}
+	case TransportVXLAN:
+		v := c.Transport.VXLAN
+		if v.VNI >= 1<<24 {
+			errs.add("transport.vxlan.vni", "%d does not fit in 24 bits; use 1 to 16777215 (default 1000)", v.VNI)
+		}
+		if v.MAC != "" {
+			if _, err := net.ParseMAC(v.MAC); err != nil {
+				errs.add("transport.vxlan.mac", "%q is not a MAC address; write it like 02:53:4e:00:00:01", v.MAC)
+			}
+		}
+	case "":
+		errs.add("transport.type", "is required; use one of %s", strings.Join(Transports, ", "))
+	default:
+		errs.add("transport.type", "unknown transport %q; use one of %s", c.Transport.Type, strings.Join(Transports, ", "))
+	}
+
+	if len(c.Remotes) == 0 {
+		errs.add("remotes", "no remote clusters; list at least one cluster to connect to")
+	}
+	ids := map[string]string{c.Cluster.ID: "cluster.id"}
+	for i, r := range c.Remotes {
+		f := fmt.Sprintf("remotes[%d]", i)
+		if !clusterNameRE.MatchString(r.ID) || len(r.ID) > 63 {
+			errs.add(f+".id", "%q is not a DNS-1123 label; use lower-case letters, digits and '-', at most 63 characters", r.ID)
+		} else if prev, dup := ids[r.ID]; dup {
+			errs.add(f+".id", "cluster %q is already named by %s; every cluster needs its own ID", r.ID, prev)
+		} else {
+			ids[r.ID] = f + ".id"
+		}
+		rs := remoteSpec{id: r.ID, cidrs: parseCIDRs(&errs, f, r.PodCIDRs, r.ServiceCIDRs)}
+		if len(r.PodCIDRs)+len(r.ServiceCIDRs) == 0 {
+			errs.add(f+".podCIDRs", "remote %q has no CIDRs; list its podCIDRs and serviceCIDRs", r.ID)
+		}
+		ep, err := parseEndpoint(r.Endpoint, DefaultPort)
+		if err != nil {
+			errs.add(f+".endpoint", "%q is not IP or IP:port; write it like 198.18.0.2:4500", r.Endpoint)
+		}
+		rs.endpoint = ep
+		switch c.Transport.Type {
+		case TransportWireGuard:
+			if r.WireGuard == nil || r.WireGuard.PublicKey == "" {
+				errs.add(f+".wireguard.publicKey", "is required for the wireguard transport; copy it from the remote gateway's key file (.pub) or `snorkel pubkey`")
+			} else if !validKey(r.WireGuard.PublicKey) {
+				errs.add(f+".wireguard.publicKey", "is not a base64 WireGuard key (44 characters ending in '=')")
+			}
+		case TransportVXLAN:
+			if r.VXLAN != nil && r.VXLAN.MAC != "" {
+				if _, err := net.ParseMAC(r.VXLAN.MAC); err != nil {
+					errs.add(f+".vxlan.mac", "%q is not a MAC address; write it like 02:53:4e:00:00:02", r.VXLAN.MAC)
+				}
+			}
+		}
+		s.remotes = append(s.remotes, rs)
+	}
+	errs = append(errs, overlapErrors(c, s)...)
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("invalid gateway config:\n  %w", joinLines(errs))
+	}
+	return s, nil
+}
+
+// overlapErrors reports CIDRs shared by two clusters: routing by destination
+// would be ambiguous, which is what Globalnet exists to solve.
+func overlapErrors(c *Config, s *spec) errList {
+	type owned struct {
+		cluster, field string
+		p              netip.Prefix
+	}
+	var all []owned
+	add := func(cluster, base string, pods, svcs []string) {
+		for i, v := range pods {
+			if p, err := netip.ParsePrefix(v); err == nil {
+				all = append(all, owned{cluster, fmt.Sprintf("%s.podCIDRs[%d]", base, i), p.Masked()})
+			}
+		}
+		for i, v := range svcs {
+			if p, err := netip.ParsePrefix(v); err == nil {
+				all = append(all, owned{cluster, fmt.Sprintf("%s.serviceCIDRs[%d]", base, i), p.Masked()})
+			}
+		}
+	}
+	add(c.Cluster.ID, "cluster", c.Cluster.PodCIDRs, c.Cluster.ServiceCIDRs)
+	for i, r := range c.Remotes {
+		add(r.ID, fmt.Sprintf("remotes[%d]", i), r.PodCIDRs, r.ServiceCIDRs)
+	}
+	var errs errList
+	for i := range all {
+		for j := i + 1; j < len(all); j++ {
+			a, b := all[i], all[j]
+			if a.p.Overlaps(b.p) {
+				if a.cluster == b.cluster {
+					errs.add(b.field, "%s overlaps %s %s of the same cluster; list each range once", b.p, a.field, a.p)
+					continue
+				}
+				errs.add(b.field, "%s of cluster %q overlaps %s %s of cluster %q; give the clusters distinct CIDRs, or connect them through Globalnet", b.p, b.cluster, a.field, a.p, a.cluster)
+			}
+		}
+	}
+	return errs
+}
+
+func parseCIDRs(errs *errList, base string, pods, svcs []string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, set := range []struct {
+		name string
+		vals []string
+	}{{"podCIDRs", pods}, {"serviceCIDRs", svcs}} {
+		for i, v := range set.vals {
+			p, err := netip.ParsePrefix(v)
+			switch {
+			case err != nil:
+				errs.add(fmt.Sprintf("%s.%s[%d]", base, set.name, i), "%q is not a CIDR; write it like 10.8.0.0/16", v)
+				continue
+			case p != p.Masked():
+				errs.add(fmt.Sprintf("%s.%s[%d]", base, set.name, i), "%q has host bits set; did you mean %s?", v, p.Masked())
+				continue
+			}
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func parseHostOrPrefix(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		return netip.ParsePrefix(s)
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+func parseEndpoint(s string, defPort uint16) (netip.AddrPort, error) {
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		if ap.Port() == 0 {
+			return netip.AddrPort{}, errors.New("port 0")
+		}
+		return ap, nil
+	}
+	a, err := netip.ParseAddr(strings.Trim(s, "[]"))
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	return netip.AddrPortFrom(a, defPort), nil
+}
+
+// validKey reports whether s is a base64-encoded 32-byte key.
+func validKey(s string) bool {
+	return len(s) == 44 && strings.HasSuffix(s, "=") && !strings.ContainsFunc(s[:43], func(r rune) bool {
+		return !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '+' || r == '/')
+	})
+}
+
+// joinLines joins errors one per line, keeping them unwrappable.
+func joinLines(errs errList) error {
+	msgs := make([]string, len(errs))
+	for i, e := range errs {
+		msgs[i] = e.Error()
+	}
+	slices.Sort(msgs)
+	return &multiError{errs: errs, text: strings.Join(msgs, "\n  ")}
+}
+
+type multiError struct {
+	errs []error
+	text string
+}
+
+func (m *multiError) Error() string   { return m.text }
+func (m *multiError) Unwrap() []error { return m.errs }
