@@ -7,9 +7,9 @@
 // bytes before offset (at least Headroom of them) are the transport's to write
 // its headers into, and the capacity after len(bufs[i]) is tailroom, so that
 // encapsulation happens in place. On Deliver at least DeliverHeadroom bytes
-// precede each packet and each buffer has BufSize-offset bytes of capacity
-// after offset, so that a TUN device can prepend its virtio header and
-// coalesce segments (GRO) in place. Neither side keeps a buffer after the
+// precede each packet and each buffer has a capacity of at least 65535 bytes,
+// so that a TUN device can prepend its virtio header and coalesce segments
+// (GRO) in place. Neither side keeps a buffer after the
 // call returns.
 package transport
 

@@ -1,0 +1,109 @@
+package vxlan
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+)
+
+// Defaults for the zero values of Config.
+const (
+	DefaultPort = 4500
+	DefaultVNI  = 1000
+)
+
+// Config describes one VXLAN transport.
+type Config struct {
+	// Port is the local UDP port and the port peers listen on unless their
+	// Endpoint says otherwise; 0 means DefaultPort.
+	Port uint16
+	// VNI is the VXLAN network identifier sent and required on receipt
+	// (24 bits, RFC 7348 §5); 0 means DefaultVNI.
+	VNI uint32
+	// MAC is the inner source address of every frame sent and the answer to
+	// ARP requests. Empty means one derived from the host name, VNI and
+	// port; set it where host names are not unique among the gateways a
+	// kernel peer talks to.
+	MAC net.HardwareAddr
+	// Peers are the remote tunnel endpoints; a peer's index here is the
+	// peer number of Send and Deliver.
+	Peers []Peer
+}
+
+// Peer is one remote VXLAN tunnel endpoint (VTEP).
+type Peer struct {
+	// Endpoint is where frames for the peer are sent. Received frames are
+	// matched to a peer by the outer source address alone, since a Linux
+	// vxlan device picks its UDP source port per flow (RFC 7348 §5, "Outer
+	// UDP Header"), so no two peers may share an address.
+	Endpoint netip.AddrPort
+	// MAC is the peer's inner Ethernet address. Empty means the address
+	// learned from the peer's frames, and broadcast until one arrives.
+	MAC net.HardwareAddr
+}
+
+// settings is a validated Config with defaults applied.
+type settings struct {
+	port   uint16
+	vni    uint32
+	mac    mac
+	peers  []peerSettings
+	byAddr map[netip.Addr]int
+	ipv6   bool // some peer is reached over IPv6
+}
+
+type peerSettings struct {
+	endpoint  netip.AddrPort
+	mac       mac
+	staticMAC bool
+}
+
+func (c Config) validate() (settings, error) {
+	s := settings{port: c.Port, vni: c.VNI}
+	if s.port == 0 {
+		s.port = DefaultPort
+	}
+	if s.vni == 0 {
+		s.vni = DefaultVNI
+	}
+	if s.vni > maxVNI {
+		return s, fmt.Errorf("vxlan: VNI %d: must be at most %d (24 bits, RFC 7348 §5)", c.VNI, maxVNI)
+	}
+	if len(c.MAC) == 0 {
+		s.mac = derivedMAC(hostname(), s.vni, s.port)
+	} else {
+		m, err := parseMAC("MAC", c.MAC)
+		if err != nil {
+			return s, err
+		}
+		s.mac = m
+	}
+	if len(c.Peers) == 0 {
+		return s, fmt.Errorf("vxlan: Peers: empty; configure at least one remote endpoint")
+	}
+	s.byAddr = make(map[netip.Addr]int, len(c.Peers))
+	for i, p := range c.Peers {
+		ep := netip.AddrPortFrom(p.Endpoint.Addr().Unmap(), p.Endpoint.Port())
+		if !ep.Addr().IsValid() || ep.Addr().IsUnspecified() || ep.Addr().IsMulticast() {
+			return s, fmt.Errorf("vxlan: Peers[%d].Endpoint %v: want a unicast address and port", i, p.Endpoint)
+		}
+		if ep.Port() == 0 {
+			ep = netip.AddrPortFrom(ep.Addr(), s.port)
+		}
+		if j, dup := s.byAddr[ep.Addr()]; dup {
+			return s, fmt.Errorf("vxlan: Peers[%d].Endpoint %v: address already used by Peers[%d]; peers are told apart by outer source address only", i, p.Endpoint, j)
+		}
+		s.byAddr[ep.Addr()] = i
+		ps := peerSettings{endpoint: ep}
+		if len(p.MAC) != 0 {
+			m, err := parseMAC(fmt.Sprintf("Peers[%d].MAC", i), p.MAC)
+			if err != nil {
+				return s, err
+			}
+			ps.mac, ps.staticMAC = m, true
+		}
+		s.ipv6 = s.ipv6 || ep.Addr().Is6()
+		s.peers = append(s.peers, ps)
+	}
+	return s, nil
+}

@@ -1,0 +1,89 @@
+package vxlan
+
+import (
+	"net/netip"
+
+	"github.com/snorkel-net/snorkel/transport"
+	"github.com/snorkel-net/snorkel/transport/udp"
+)
+
+// rxScratch is the per-call memory of receive, pooled because the IPv4 and
+// IPv6 receive loops may run it at the same time.
+type rxScratch struct {
+	peerOf  []int    // peer of bufs[i], for IP packets
+	pending []int    // indices of IP packets not yet delivered
+	out     [][]byte // one peer's packets, as given to Deliver
+	one     [1][]byte
+}
+
+func newRxScratch() *rxScratch {
+	return &rxScratch{
+		peerOf:  make([]int, udp.BatchSize),
+		pending: make([]int, 0, udp.BatchSize),
+		out:     make([][]byte, 0, udp.BatchSize),
+	}
+}
+
+// receive is the udp.Handler: it decapsulates a batch in place, answers ARP,
+// and hands the IP packets to the Deliverer grouped by peer, each group in
+// arrival order.
+func (t *Transport) receive(bufs [][]byte, sizes []int, srcs []netip.AddrPort) {
+	s := t.rxPool.Get().(*rxScratch)
+	pending := s.pending[:0]
+	for i, b := range bufs {
+		if sizes[i] == 0 {
+			continue
+		}
+		p, ok := t.cfg.byAddr[srcs[i].Addr()]
+		if !ok {
+			t.drops.add(transport.PeerAny, dropUnknownPeer)
+			continue
+		}
+		frame := b[rxOffset : rxOffset+sizes[i]]
+		d := decode(frame, t.cfg.vni)
+		switch d.kind {
+		case frameDrop:
+			t.drops.add(p, d.reason)
+			continue
+		case frameARP:
+			t.peers[p].learn(d.src)
+			t.replyARP(s, p, frame)
+			continue
+		}
+		t.peers[p].learn(d.src)
+		bufs[i] = b[:transport.Headroom+d.ipLen]
+		s.peerOf[i] = p
+		pending = append(pending, i)
+	}
+	for len(pending) > 0 {
+		p := s.peerOf[pending[0]]
+		out, rest := s.out[:0], pending[:0]
+		for _, i := range pending {
+			if s.peerOf[i] == p {
+				out = append(out, bufs[i])
+			} else {
+				rest = append(rest, i)
+			}
+		}
+		pending = rest
+		t.deliver.Deliver(p, out, transport.Headroom)
+		clear(out)
+	}
+	t.rxPool.Put(s)
+}
+
+// replyARP answers an ARP request from peer p in place; the reply goes to
+// the peer's configured endpoint, which is where a kernel vxlan device
+// listens, not to the source port the request came from.
+func (t *Transport) replyARP(s *rxScratch, p int, frame []byte) {
+	reply, r := answerARP(frame, t.cfg.vni, t.cfg.mac)
+	if r != accepted {
+		t.drops.add(p, r)
+		return
+	}
+	s.one[0] = reply
+	if err := t.conn.Send(s.one[:], t.peers[p].endpoint); err != nil {
+		t.drops.add(p, dropARPReplyFailed)
+	}
+	s.one[0] = nil
+}

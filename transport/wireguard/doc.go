@@ -1,0 +1,21 @@
+// Package wireguard is the WireGuard transport: a wireguard-go device whose
+// TUN side is an in-memory pipe to the gateway instead of a kernel interface.
+//
+// Cryptokey routing is wireguard-go's: Send hands a batch to the device, which
+// picks the peer by each packet's destination among the peers' allowed IPs,
+// and on receive the device drops any packet whose inner source is not in the
+// sending peer's allowed IPs before it reaches the Deliverer. Deliver is
+// therefore always called with transport.PeerAny.
+//
+// Allocation: Send copies each packet into a device buffer and returns; it
+// allocates nothing per packet or per batch in steady state. Deliver is given
+// the device's own buffers (16 bytes of headroom, 64 KiB each) and is called
+// synchronously from the device's per-peer receive goroutine, so nothing is
+// copied on receive. Drops are counted with atomic counters; no string is
+// formatted on a packet path.
+//
+// Concurrency: Send may be called from many goroutines; batches are taken one
+// at a time by the device's single TUN reader, so concurrent senders queue.
+// Deliver is called concurrently, one goroutine per remote peer. Close waits
+// for the device's goroutines, so Deliver is not called after it returns.
+package wireguard

@@ -1,0 +1,157 @@
+package wireguard
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+
+	"github.com/snorkel-net/snorkel/transport"
+	"golang.zx2c4.com/wireguard/conn"
+	"golang.zx2c4.com/wireguard/device"
+)
+
+// Underlay bytes added to each inner packet: the outer IP and UDP headers and
+// WireGuard's 16-byte data header and 16-byte Poly1305 tag.
+const (
+	overheadIPv4 = 20 + 8 + 32
+	overheadIPv6 = 40 + 8 + 32
+)
+
+// defaultName names the pipe when Config.UAPIName is empty; the device only
+// uses it in log lines.
+const defaultName = "snorkel-wg"
+
+// Transport is a WireGuard tunnel to a fixed set of peers.
+type Transport struct {
+	dev      *device.Device
+	pipe     *pipe
+	drops    *dropCounters
+	overhead int
+	port     uint16
+	peerKeys []Key
+
+	uapi     net.Listener
+	uapiPath string
+	uapiDone chan struct{}
+	// uapiClosing tells the accept loop that its listener fails because
+	// Close closed it.
+	uapiClosing atomic.Bool
+	closeOnce   sync.Once
+	closeErr    error
+}
+
+var (
+	_ transport.Transport   = (*Transport)(nil)
+	_ transport.DropCounter = (*Transport)(nil)
+)
+
+// New starts a WireGuard device configured by cfg that passes what it
+// receives to d. If the listen port is taken the error satisfies
+// errors.Is(err, syscall.EADDRINUSE).
+func New(cfg Config, d transport.Deliverer) (*Transport, error) {
+	if d == nil {
+		return nil, errors.New("wireguard: New: Deliverer is nil")
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.MTU == 0 {
+		cfg.MTU = DefaultMTU
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	name := cfg.UAPIName
+	if name == "" {
+		name = defaultName
+	}
+	log = log.With("transport", "wireguard", "device", name)
+
+	t := &Transport{
+		drops:    newDropCounters(len(cfg.Peers)),
+		overhead: overheadIPv4,
+		peerKeys: make([]Key, len(cfg.Peers)),
+	}
+	for i, p := range cfg.Peers {
+		t.peerKeys[i] = p.PublicKey
+		if p.Endpoint.Addr().Is6() && !p.Endpoint.Addr().Is4In6() {
+			t.overhead = overheadIPv6
+		}
+	}
+	sink := &logSink{log: log, drops: t.drops}
+	t.pipe = newPipe(name, cfg.MTU, d, t.drops)
+	t.dev = device.NewDevice(t.pipe, conn.NewDefaultBind(), sink.deviceLogger())
+
+	// The device is down while it is configured, so listen_port only records
+	// the port and Up opens the socket.
+	if err := t.dev.IpcSet(cfg.deviceUAPI()); err != nil {
+		t.dev.Close()
+		return nil, fmt.Errorf("wireguard: configure device: %w", err)
+	}
+	peers := make(map[*device.Peer]int, len(cfg.Peers))
+	for i, p := range cfg.Peers {
+		dp := t.dev.LookupPeer(device.NoisePublicKey(p.PublicKey))
+		if dp == nil {
+			t.dev.Close()
+			return nil, fmt.Errorf("wireguard: configure device: Peers[%d] was not created", i)
+		}
+		peers[dp] = i
+	}
+	sink.peers.Store(&peers)
+
+	if err := t.dev.Up(); err != nil {
+		t.dev.Close()
+		return nil, fmt.Errorf("wireguard: listen on UDP port %d: %w", cfg.Port, err)
+	}
+	port, err := t.listenPort()
+	if err != nil {
+		t.dev.Close()
+		return nil, err
+	}
+	t.port = port
+
+	if cfg.UAPIName != "" {
+		if err := t.serveUAPI(cfg.UAPIName, log); err != nil {
+			t.dev.Close()
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+// Send hands the batch to the device and returns once the device has copied
+// the packets. The device chooses each packet's peer by its destination among
+// the peers' AllowedIPs, so peer is not consulted; a packet to no peer's
+// AllowedIPs is dropped by the device.
+func (t *Transport) Send(peer int, bufs [][]byte, offset int) error {
+	if len(bufs) == 0 {
+		return nil
+	}
+	return t.pipe.send(bufs, offset)
+}
+
+// Overhead is 60 bytes, or 80 if any peer's endpoint is IPv6.
+func (t *Transport) Overhead() int { return t.overhead }
+
+// BatchSize is the device's batch: the number of datagrams it sends and
+// receives per system call.
+func (t *Transport) BatchSize() int { return t.pipe.BatchSize() }
+
+// Port is the UDP port the device listens on.
+func (t *Transport) Port() uint16 { return t.port }
+
+// Drops reports the non-zero drop counters.
+func (t *Transport) Drops() []transport.Drop { return t.drops.snapshot() }
+
+// Close stops the device and the UAPI socket and removes the socket file.
+func (t *Transport) Close() error {
+	t.closeOnce.Do(func() {
+		t.closeErr = t.closeUAPI()
+		t.dev.Close()
+	})
+	return t.closeErr
+}
