@@ -1,0 +1,223 @@
+package packet
+
+import "encoding/binary"
+
+// The rewrite functions change one address or port of the packet b in place,
+// p being b's Decode or DecodeInner result, and keep every checksum that
+// covers the field correct by incremental update (RFC 1624): the IPv4 header
+// checksum, and the TCP, UDP or ICMPv6 checksum through the pseudo-header. A
+// UDP checksum of zero (none sent) stays zero. They update p to match.
+//
+// A non-first fragment has no upper-layer header; only its IP header changes.
+// A first fragment's upper-layer checksum covers the whole datagram, so the
+// incremental update is right for it, provided every fragment is rewritten
+// alike. A checksum field that an ICMP error did not quote is skipped.
+// Protocols other than TCP, UDP, ICMP and ICMPv6 are left as they are, and so
+// is the upper-layer checksum when the destination of an IPv6 packet with a
+// Routing header changes, since that checksum covers the final destination
+// instead (RFC 8200, section 8.1).
+
+// IPv4 and IPv6 address offsets.
+const (
+	ipv4SrcOffset = 12
+	ipv4DstOffset = 16
+	ipv6SrcOffset = 8
+	ipv6DstOffset = 24
+)
+
+// SetSrcAddr stores a as the source address of b. For IPv4 the address is in
+// the first 4 bytes of a.
+func SetSrcAddr(b []byte, p *Parsed, a [16]byte) {
+	if p.Version == 4 {
+		setAddr(b, p, ipv4SrcOffset, 4, &a)
+	} else {
+		setAddr(b, p, ipv6SrcOffset, 16, &a)
+	}
+	p.Src = p.maskAddr(a)
+}
+
+// SetDstAddr stores a as the destination address of b. For IPv4 the address
+// is in the first 4 bytes of a.
+func SetDstAddr(b []byte, p *Parsed, a [16]byte) {
+	if p.Version == 4 {
+		setAddr(b, p, ipv4DstOffset, 4, &a)
+	} else {
+		setAddr(b, p, ipv6DstOffset, 16, &a)
+	}
+	p.Dst = p.maskAddr(a)
+}
+
+// maskAddr zeroes the bytes of a that an address of p's version does not use,
+// keeping Parsed's invariant for IPv4.
+func (p *Parsed) maskAddr(a [16]byte) [16]byte {
+	if p.Version == 4 {
+		return [16]byte{a[0], a[1], a[2], a[3]}
+	}
+	return a
+}
+
+func setAddr(b []byte, p *Parsed, off, n int, a *[16]byte) {
+	old, new := b[off:off+n], a[:n]
+	if p.Version == 4 {
+		h := IPv4(b)
+		h.SetChecksum(UpdateChecksum(h.Checksum(), old, new))
+	}
+	c, pseudo := p.checksumField()
+	fix := c >= 0 && pseudo && !(off == ipv6DstOffset && p.Version == 6 && p.routed)
+	var xsum uint16
+	if fix {
+		xsum = UpdateChecksum(binary.BigEndian.Uint16(b[c:]), old, new)
+	}
+	copy(old, new)
+	if fix {
+		p.storeChecksum(b, c, xsum)
+	}
+}
+
+// SetSrcPort stores port as the TCP or UDP source port of b, or as the
+// identifier of an ICMP or ICMPv6 echo message, and reports whether b has
+// such a field.
+func SetSrcPort(b []byte, p *Parsed, port uint16) bool {
+	return setPort(b, p, 0, port)
+}
+
+// SetDstPort stores port as the TCP or UDP destination port of b, or as the
+// identifier of an ICMP or ICMPv6 echo message, and reports whether b has
+// such a field.
+func SetDstPort(b []byte, p *Parsed, port uint16) bool {
+	return setPort(b, p, 2, port)
+}
+
+// setPort stores port at offset field of the upper-layer header. An echo
+// identifier is at offset 4 whichever port is set: it names the flow at both
+// ends, as a port pair would.
+func setPort(b []byte, p *Parsed, field int, port uint16) bool {
+	if p.FragOffset != 0 {
+		return false
+	}
+	echo := p.isEcho()
+	switch {
+	case p.Proto == ProtoTCP || p.Proto == ProtoUDP:
+	case echo:
+		field = 4
+	default:
+		return false
+	}
+	f := p.IPHeaderLen + field
+	old := binary.BigEndian.Uint16(b[f:])
+	binary.BigEndian.PutUint16(b[f:], port)
+	if c, _ := p.checksumField(); c >= 0 {
+		p.storeChecksum(b, c, UpdateChecksum16(binary.BigEndian.Uint16(b[c:]), old, port))
+	}
+	switch {
+	case echo:
+		p.SrcPort, p.DstPort = port, port
+	case field == 0:
+		p.SrcPort = port
+	default:
+		p.DstPort = port
+	}
+	return true
+}
+
+// checksumField returns the offset in b of the upper-layer checksum that a
+// rewrite must fix and whether it covers the pseudo-header, or -1 when there
+// is none: a non-first fragment, another protocol, or a field past the end of
+// an ICMP error's quote.
+func (p *Parsed) checksumField() (off int, pseudo bool) {
+	if p.FragOffset != 0 {
+		return -1, false
+	}
+	switch {
+	case p.Proto == ProtoTCP:
+		off, pseudo = tcpChecksumOffset, true
+	case p.Proto == ProtoUDP:
+		off, pseudo = udpChecksumOffset, true
+	case p.Proto == ProtoICMPv4 && p.Version == 4:
+		off, pseudo = icmpChecksumOffset, false
+	case p.Proto == ProtoICMPv6 && p.Version == 6:
+		off, pseudo = icmpChecksumOffset, true
+	default:
+		return -1, false
+	}
+	off += p.IPHeaderLen
+	if off+2 > p.Length {
+		return -1, false
+	}
+	return off, pseudo
+}
+
+// storeChecksum writes an updated upper-layer checksum c at offset off,
+// applying the rules of the protocol's checksum field. b must already hold
+// the rewritten field.
+func (p *Parsed) storeChecksum(b []byte, off int, c uint16) {
+	switch p.Proto {
+	case ProtoUDP:
+		// Zero means no checksum was sent (RFC 768); RFC 6935 allows it
+		// over IPv6 for tunnels too. Keep it, and never produce it.
+		if binary.BigEndian.Uint16(b[off:]) == 0 {
+			return
+		}
+		c = udpChecksum(c)
+	case ProtoICMPv4:
+		// Without a pseudo-header an ICMP message can be all zeros, whose
+		// checksum is 0xffff; equation 3 of RFC 1624 yields the other zero,
+		// 0x0000, when a rewrite produces that message.
+		if c == 0 && !p.quoted && !p.IsFragment() && icmpAllZero(b[p.IPHeaderLen:p.Length]) {
+			c = 0xffff
+		}
+	}
+	binary.BigEndian.PutUint16(b[off:], c)
+}
+
+// icmpAllZero reports whether the ICMP message m is zero outside its checksum.
+func icmpAllZero(m []byte) bool {
+	for i, v := range m {
+		if v != 0 && (i < icmpChecksumOffset || i > icmpChecksumOffset+1) {
+			return false
+		}
+	}
+	return true
+}
+
+// RecomputeL4Checksum computes the TCP, UDP, ICMP or ICMPv6 checksum of b
+// from scratch and stores it; p is b's Decode result. It serves after a
+// change too wide for incremental update, such as translating the packet
+// quoted in an ICMP error. A UDP checksum of zero stays zero. It reports false,
+// changing nothing, for a fragment (whose checksum covers data it does not
+// hold), a DecodeInner result, an IPv6 packet with a Routing header, or
+// another protocol.
+func RecomputeL4Checksum(b []byte, p *Parsed) bool {
+	c, pseudo := p.checksumField()
+	if c < 0 || p.quoted || p.IsFragment() || p.routed {
+		return false
+	}
+	l4 := b[p.IPHeaderLen:p.Length]
+	var ph uint16
+	if pseudo {
+		ph = p.pseudoHeader(len(l4))
+	}
+	switch p.Proto {
+	case ProtoTCP:
+		TCP(l4).SetChecksum(TCP(l4).ComputeChecksum(ph))
+	case ProtoUDP:
+		u := UDP(l4)
+		if u.Checksum() != 0 {
+			u.SetChecksum(u.ComputeChecksum(p.pseudoHeader(int(u.Length()))))
+		}
+	case ProtoICMPv4:
+		ICMPv4(l4).SetChecksum(ICMPv4(l4).ComputeChecksum())
+	case ProtoICMPv6:
+		ICMPv6(l4).SetChecksum(ICMPv6(l4).ComputeChecksum(ph))
+	}
+	return true
+}
+
+// pseudoHeader returns the pseudo-header sum for p's addresses and protocol
+// and an upper-layer length of n.
+func (p *Parsed) pseudoHeader(n int) uint16 {
+	if p.Version == 4 {
+		return PseudoHeaderChecksum(p.Proto, p.Src[:4], p.Dst[:4], n)
+	}
+	return PseudoHeaderChecksum(p.Proto, p.Src[:], p.Dst[:], n)
+}
