@@ -1,0 +1,42 @@
+package controller
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func writeFile(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "gw.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestExampleConfigLoads(t *testing.T) {
+	cfg, err := LoadGatewayConfig("../deploy/examples/gateway-c1.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Cluster.ID != "c1" || len(cfg.Remotes) != 1 || cfg.Remotes[0].ID != "c2" {
+		t.Fatalf("unexpected config %+v", cfg)
+	}
+}
+
+func TestLoadRefusesUnknownFieldNamingIt(t *testing.T) {
+	p := writeFile(t, "cluster:\n  id: c1\n  podCIDR: [10.8.0.0/16]\n")
+	_, err := LoadGatewayConfig(p)
+	if err == nil || !strings.Contains(err.Error(), "podCIDR") {
+		t.Fatalf("err = %v, want it to name the unknown field podCIDR", err)
+	}
+}
+
+func TestLoadReportsMissingFile(t *testing.T) {
+	_, err := LoadGatewayConfig(filepath.Join(t.TempDir(), "absent.yaml"))
+	if err == nil || !strings.Contains(err.Error(), "absent.yaml") {
+		t.Fatalf("err = %v, want it to name the file", err)
+	}
+}

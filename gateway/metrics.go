@@ -1,0 +1,133 @@
+package gateway
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/snorkel-net/snorkel/transport"
+)
+
+// Submariner's cable labels, kept so that existing dashboards work.
+var cableLabels = []string{"cable_driver", "local_cluster", "local_hostname", "local_endpoint_ip", "remote_cluster", "remote_hostname", "remote_endpoint_ip"}
+
+var (
+	descRxBytes = prometheus.NewDesc("submariner_gateway_rx_bytes", "Count of bytes received (by cable driver and cable)", cableLabels, nil)
+	descTxBytes = prometheus.NewDesc("submariner_gateway_tx_bytes", "Count of bytes transmitted (by cable driver and cable)", cableLabels, nil)
+	descConns   = prometheus.NewDesc("submariner_connections", "The number of connections and their status", append(cableLabels[:len(cableLabels):len(cableLabels)], "status"), nil)
+	descRxPkts  = prometheus.NewDesc("snorkel_gateway_rx_packets_total", "Packets received from a remote cluster and written to the device.", []string{"remote_cluster"}, nil)
+	descTxPkts  = prometheus.NewDesc("snorkel_gateway_tx_packets_total", "Packets read from the device and sent to a remote cluster.", []string{"remote_cluster"}, nil)
+	descDrops   = prometheus.NewDesc("snorkel_gateway_drops_total", "Packets the gateway discarded, by remote cluster (empty if none) and reason.", []string{"remote_cluster", "reason"}, nil)
+	descTrDrops = prometheus.NewDesc("snorkel_transport_drops_total", "Packets the transport discarded, by remote cluster (empty if unknown) and reason.", []string{"remote_cluster", "reason"}, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (g *Gateway) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descRxBytes, descTxBytes, descConns, descRxPkts, descTxPkts, descDrops, descTrDrops} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector: it reads the counters at scrape
+// time, so the data path never touches Prometheus.
+func (g *Gateway) Collect(ch chan<- prometheus.Metric) {
+	st := g.Stats()
+	host, _ := os.Hostname()
+	for _, r := range st.Remotes {
+		ep := r.Endpoint
+		lbl := []string{st.Transport, st.Cluster, host, "", r.Cluster, "", ep}
+		ch <- prometheus.MustNewConstMetric(descRxBytes, prometheus.GaugeValue, float64(r.RxBytes), lbl...)
+		ch <- prometheus.MustNewConstMetric(descTxBytes, prometheus.GaugeValue, float64(r.TxBytes), lbl...)
+		ch <- prometheus.MustNewConstMetric(descConns, prometheus.GaugeValue, 1, append(lbl, r.Status)...)
+		ch <- prometheus.MustNewConstMetric(descRxPkts, prometheus.CounterValue, float64(r.RxPackets), r.Cluster)
+		ch <- prometheus.MustNewConstMetric(descTxPkts, prometheus.CounterValue, float64(r.TxPackets), r.Cluster)
+		for reason, n := range r.Drops {
+			ch <- prometheus.MustNewConstMetric(descDrops, prometheus.CounterValue, float64(n), r.Cluster, reason)
+		}
+	}
+	for reason, n := range st.Unattributed {
+		ch <- prometheus.MustNewConstMetric(descDrops, prometheus.CounterValue, float64(n), "", reason)
+	}
+	for _, d := range st.TransportDrops {
+		ch <- prometheus.MustNewConstMetric(descTrDrops, prometheus.CounterValue, float64(d.Count), d.Cluster, d.Reason)
+	}
+}
+
+// TransportDrops returns what the transport discarded, if it counts drops.
+func (g *Gateway) TransportDrops() []transport.Drop {
+	if dc, ok := g.tr.(transport.DropCounter); ok {
+		return dc.Drops()
+	}
+	return nil
+}
+
+// Handler serves /metrics (Prometheus) and /status (Stats as JSON).
+func (g *Gateway) Handler() http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(g)
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/status", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(g.Stats())
+	})
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Write([]byte("ok\n"))
+	})
+	return mux
+}
+
+// Stats returns a snapshot of the gateway's counters.
+func (g *Gateway) Stats() Stats {
+	st := Stats{
+		Cluster:      g.spec.cfg.Cluster.ID,
+		Transport:    g.spec.cfg.Transport.Type,
+		MTU:          g.mtu,
+		PublicKey:    g.publicKey,
+		Unattributed: g.unattributed().dropMap(),
+	}
+	for _, d := range g.TransportDrops() {
+		cluster := ""
+		if d.Peer >= 0 && d.Peer < len(g.spec.remotes) {
+			cluster = g.spec.remotes[d.Peer].id
+		}
+		st.TransportDrops = append(st.TransportDrops, TransportDrop{Cluster: cluster, Reason: d.Reason, Count: d.Count})
+	}
+	now := g.now.Load()
+	for i, r := range g.spec.remotes {
+		c := &g.counters[i]
+		st.Remotes = append(st.Remotes, RemoteStats{
+			Cluster:   r.id,
+			Endpoint:  endpointString(r.endpoint),
+			TxPackets: c.txPackets.Load(),
+			TxBytes:   c.txBytes.Load(),
+			RxPackets: c.rxPackets.Load(),
+			RxBytes:   c.rxBytes.Load(),
+			Drops:     c.dropMap(),
+			Status:    connectionStatus(now, c.lastRx.Load()),
+		})
+	}
+	return st
+}
+
+// connectionStatus uses Submariner's words: a cable is "connected" while
+// traffic arrives from the remote, "connecting" before any has.
+func connectionStatus(now, lastRx int64) string {
+	switch {
+	case lastRx == 0:
+		return "connecting"
+	case now-lastRx <= connectedWindow:
+		return "connected"
+	default:
+		return "error"
+	}
+}
+
+// connectedWindow is how long, in seconds, a remote counts as connected after
+// its last packet.
+const connectedWindow = 180

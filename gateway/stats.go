@@ -1,0 +1,64 @@
+package gateway
+
+import "sync/atomic"
+
+// counters are one remote cluster's traffic counters. They are updated once
+// per batch, not per packet, so two cores rarely contend on them.
+type counters struct {
+	txPackets, txBytes atomic.Uint64
+	rxPackets, rxBytes atomic.Uint64
+	drops              [numDropReasons]atomic.Uint64
+	lastRx             atomic.Int64 // coarse clock, unix seconds
+}
+
+// RemoteStats is a snapshot of one remote cluster's counters.
+type RemoteStats struct {
+	Cluster   string            `json:"cluster"`
+	Endpoint  string            `json:"endpoint"`
+	TxPackets uint64            `json:"txPackets"`
+	TxBytes   uint64            `json:"txBytes"`
+	RxPackets uint64            `json:"rxPackets"`
+	RxBytes   uint64            `json:"rxBytes"`
+	Drops     map[string]uint64 `json:"drops,omitempty"`
+	Status    string            `json:"status"`
+}
+
+// Stats is a snapshot of the gateway's counters. Unattributed holds drops of
+// packets that belong to no remote cluster (e.g. egress with no route).
+type Stats struct {
+	Cluster      string            `json:"cluster"`
+	Transport    string            `json:"transport"`
+	MTU          int               `json:"mtu"`
+	PublicKey    string            `json:"publicKey,omitempty"`
+	Remotes      []RemoteStats     `json:"remotes"`
+	Unattributed map[string]uint64 `json:"unattributedDrops,omitempty"`
+	// TransportDrops are the transport's own drops; Cluster is empty where
+	// the sender is unknown.
+	TransportDrops []TransportDrop `json:"transportDrops,omitempty"`
+}
+
+// TransportDrop is a count of packets the transport discarded.
+type TransportDrop struct {
+	Cluster string `json:"cluster"`
+	Reason  string `json:"reason"`
+	Count   uint64 `json:"count"`
+}
+
+func (c *counters) dropMap() map[string]uint64 {
+	var m map[string]uint64
+	for r := range c.drops {
+		if n := c.drops[r].Load(); n > 0 {
+			if m == nil {
+				m = map[string]uint64{}
+			}
+			m[dropReason(r).String()] = n
+		}
+	}
+	return m
+}
+
+// tally accumulates per-remote counts over one batch before they are added to
+// the shared counters.
+type tally struct {
+	packets, bytes uint64
+}

@@ -1,0 +1,126 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"syscall"
+
+	"github.com/snorkel-net/snorkel/transport"
+	"github.com/snorkel-net/snorkel/transport/vxlan"
+	"github.com/snorkel-net/snorkel/transport/wireguard"
+)
+
+// newTransport opens the transport cfg names, delivering into d. It returns
+// the local WireGuard public key, if any, so that it can be published.
+func newTransport(s *spec, d transport.Deliverer, log *slog.Logger) (transport.Transport, string, error) {
+	c := s.cfg
+	var (
+		tr  transport.Transport
+		pub string
+		err error
+	)
+	switch c.Transport.Type {
+	case TransportWireGuard:
+		tr, pub, err = newWireGuard(s, d, log)
+	case TransportVXLAN:
+		tr, err = newVXLAN(s, d)
+	default:
+		return nil, "", fmt.Errorf("transport.type: unknown transport %q; use one of %s", c.Transport.Type, strings.Join(Transports, ", "))
+	}
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return nil, "", fmt.Errorf("transport.port: UDP port %d is already in use; stop the program that holds it or choose another port: %w", c.Transport.Port, err)
+	}
+	return tr, pub, err
+}
+
+func newWireGuard(s *spec, d transport.Deliverer, log *slog.Logger) (transport.Transport, string, error) {
+	c := s.cfg
+	keyFile := c.Transport.WireGuard.PrivateKeyFile
+	priv, pub, err := wireguard.LoadOrCreateKey(keyFile)
+	if err != nil {
+		return nil, "", fmt.Errorf("transport.wireguard.privateKeyFile: cannot use %s: %w", keyFile, err)
+	}
+	wc := wireguard.Config{
+		PrivateKey: priv,
+		Port:       s.port,
+		MTU:        c.UnderlayMTU - wireguardOverhead(s),
+		UAPIName:   c.Transport.WireGuard.UAPIName,
+	}
+	for i, r := range c.Remotes {
+		f := fmt.Sprintf("remotes[%d].wireguard", i)
+		pk, err := wireguard.ParseKey(r.WireGuard.PublicKey)
+		if err != nil {
+			return nil, "", fmt.Errorf("%s.publicKey: %w", f, err)
+		}
+		peer := wireguard.Peer{
+			PublicKey:  pk,
+			Endpoint:   s.remotes[i].endpoint,
+			AllowedIPs: s.remotes[i].cidrs,
+		}
+		if r.WireGuard.PresharedKeyFile != "" {
+			psk, err := readKeyFile(r.WireGuard.PresharedKeyFile)
+			if err != nil {
+				return nil, "", fmt.Errorf("%s.presharedKeyFile: %w", f, err)
+			}
+			peer.PresharedKey = &psk
+		}
+		wc.Peers = append(wc.Peers, peer)
+	}
+	tr, err := wireguard.New(wc, d)
+	if err != nil {
+		return nil, "", err
+	}
+	log.Info("wireguard transport up", "publicKey", pub.String(), "port", s.port, "uapi", wc.UAPIName)
+	return tr, pub.String(), nil
+}
+
+// wireguardOverhead is WireGuard's per-packet cost on this underlay.
+func wireguardOverhead(s *spec) int {
+	for _, r := range s.remotes {
+		if r.endpoint.Addr().Is6() && !r.endpoint.Addr().Is4In6() {
+			return 80
+		}
+	}
+	return 60
+}
+
+func readKeyFile(path string) (wireguard.Key, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return wireguard.Key{}, fmt.Errorf("cannot read %s: %w", path, err)
+	}
+	k, err := wireguard.ParseKey(strings.TrimSpace(string(b)))
+	if err != nil {
+		return wireguard.Key{}, fmt.Errorf("%s does not hold a base64 key (make one with `wg genpsk`): %w", path, err)
+	}
+	return k, nil
+}
+
+func newVXLAN(s *spec, d transport.Deliverer) (transport.Transport, error) {
+	c := s.cfg
+	vc := vxlan.Config{Port: s.port, VNI: c.Transport.VXLAN.VNI}
+	if c.Transport.VXLAN.MAC != "" {
+		vc.MAC, _ = net.ParseMAC(c.Transport.VXLAN.MAC) // checked by Validate
+	}
+	for i, r := range c.Remotes {
+		p := vxlan.Peer{Endpoint: s.remotes[i].endpoint}
+		if r.VXLAN != nil && r.VXLAN.MAC != "" {
+			p.MAC, _ = net.ParseMAC(r.VXLAN.MAC)
+		}
+		vc.Peers = append(vc.Peers, p)
+	}
+	return vxlan.New(vc, d)
+}
+
+// endpointString formats a remote endpoint for labels and status.
+func endpointString(ap netip.AddrPort) string {
+	if !ap.IsValid() {
+		return ""
+	}
+	return ap.String()
+}

@@ -1,0 +1,92 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/vishvananda/netlink"
+	"golang.zx2c4.com/wireguard/tun"
+)
+
+// System is what OpenTUN changed on the host, so that Undo can remove exactly
+// that and nothing else.
+type System struct {
+	link   netlink.Link
+	addr   *netlink.Addr
+	routes []netlink.Route
+}
+
+// OpenTUN creates the kernel TUN device cfg names with the given MTU, assigns
+// its address, brings it up and routes the remote clusters' CIDRs into it.
+// cfg must have passed Validate. Undo reverses the changes; closing the
+// device alone would also remove them, as the device is not persistent.
+func OpenTUN(cfg *Config, mtu int) (tun.Device, *System, error) {
+	s, err := cfg.build()
+	if err != nil {
+		return nil, nil, err
+	}
+	name := cfg.TUN.Name
+	dev, err := tun.CreateTUN(name, mtu)
+	if err != nil {
+		return nil, nil, fmt.Errorf("tun.name: cannot create TUN device %q (needs CAP_NET_ADMIN and /dev/net/tun): %w", name, err)
+	}
+	sys := &System{}
+	fail := func(err error) (tun.Device, *System, error) {
+		sys.Undo()
+		dev.Close()
+		return nil, nil, err
+	}
+	if sys.link, err = netlink.LinkByName(name); err != nil {
+		return fail(fmt.Errorf("gateway: find %s: %w", name, err))
+	}
+	if s.tunAddr.IsValid() {
+		sys.addr = &netlink.Addr{IPNet: prefixNet(s.tunAddr)}
+		if err := netlink.AddrAdd(sys.link, sys.addr); err != nil {
+			sys.addr = nil
+			return fail(fmt.Errorf("tun.address: cannot assign %s to %s: %w", s.tunAddr, name, err))
+		}
+	}
+	if err := netlink.LinkSetUp(sys.link); err != nil {
+		return fail(fmt.Errorf("gateway: bring up %s: %w", name, err))
+	}
+	for i, r := range s.remotes {
+		for _, p := range r.cidrs {
+			rt := netlink.Route{LinkIndex: sys.link.Attrs().Index, Dst: prefixNet(p), Scope: netlink.SCOPE_LINK}
+			if s.tunAddr.IsValid() && s.tunAddr.Addr().Is4() == p.Addr().Is4() {
+				rt.Src = s.tunAddr.Addr().AsSlice()
+			}
+			if err := netlink.RouteAdd(&rt); err != nil {
+				return fail(fmt.Errorf("remotes[%d]: cannot route %s to %s (does another route cover it?): %w", i, p, name, err))
+			}
+			sys.routes = append(sys.routes, rt)
+		}
+	}
+	return dev, sys, nil
+}
+
+// Undo removes the routes and address OpenTUN added, in reverse order.
+func (s *System) Undo() error {
+	if s == nil {
+		return nil
+	}
+	var errs []error
+	for i := len(s.routes) - 1; i >= 0; i-- {
+		if err := netlink.RouteDel(&s.routes[i]); err != nil {
+			errs = append(errs, fmt.Errorf("gateway: remove route %s: %w", s.routes[i].Dst, err))
+		}
+	}
+	s.routes = nil
+	if s.addr != nil {
+		if err := netlink.AddrDel(s.link, s.addr); err != nil {
+			errs = append(errs, fmt.Errorf("gateway: remove address %s: %w", s.addr.IPNet, err))
+		}
+		s.addr = nil
+	}
+	return errors.Join(errs...)
+}
+
+func prefixNet(p netip.Prefix) *net.IPNet {
+	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
+}
