@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/snorkel-net/snorkel/controller"
+	"github.com/snorkel-net/snorkel/gateway"
+	"github.com/snorkel-net/snorkel/transport/wireguard"
+)
+
+func runGateway(args []string) error {
+	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
+	cfgPath := fs.String("config", "", "gateway configuration file (YAML)")
+	check := fs.Bool("check", false, "validate the configuration and exit")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *cfgPath == "" {
+		return errors.New("--config is required: name the gateway's YAML configuration file")
+	}
+	cfg, err := controller.LoadGatewayConfig(*cfgPath)
+	if err != nil {
+		return err
+	}
+	if *check {
+		fmt.Println("config ok")
+		return nil
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("cluster", cfg.Cluster.ID)
+
+	g, err := gateway.New(cfg, gateway.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	dev, sys, err := gateway.OpenTUN(&cfg, g.MTU())
+	if err != nil {
+		g.Close()
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	if cfg.MetricsAddress != "" {
+		ln, err := net.Listen("tcp", cfg.MetricsAddress)
+		if err != nil {
+			sys.Undo()
+			dev.Close()
+			g.Close()
+			return fmt.Errorf("metricsAddress: cannot listen on %s: %w", cfg.MetricsAddress, err)
+		}
+		srv := &http.Server{Handler: g.Handler()}
+		go srv.Serve(ln)
+		defer srv.Close()
+	}
+	log.Info("gateway up", "tun", cfg.TUN.Name, "mtu", g.MTU(), "transport", cfg.Transport.Type,
+		"port", cfg.Transport.Port, "remotes", len(cfg.Remotes), "metrics", cfg.MetricsAddress)
+
+	// Undo the routes before the device goes, so that nothing this process
+	// added outlives it.
+	runCtx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-ctx.Done()
+		if err := sys.Undo(); err != nil {
+			log.Warn("cleanup", "err", err)
+		}
+		cancel()
+	}()
+	err = g.Run(runCtx, dev)
+	log.Info("gateway down")
+	return err
+}
+
+func runGenkey(args []string) error {
+	k, err := wireguard.GenerateKey()
+	if err != nil {
+		return err
+	}
+	fmt.Println(k.String())
+	return nil
+}
+
+func runPubkey(args []string) error {
+	b, err := io.ReadAll(io.LimitReader(os.Stdin, 1024))
+	if err != nil {
+		return err
+	}
+	k, err := wireguard.ParseKey(strings.TrimSpace(string(b)))
+	if err != nil {
+		return fmt.Errorf("stdin: %w", err)
+	}
+	fmt.Println(k.Public().String())
+	return nil
+}

@@ -1,0 +1,76 @@
+// Command snorkel is the one Snorkel binary: gateway, lab and tools. It only
+// parses flags and wires packages together.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+)
+
+type command struct {
+	run    func(args []string) error
+	usage  string
+	hidden bool
+}
+
+var commands = map[string]command{
+	"gateway": {run: runGateway, usage: "run a gateway: snorkel gateway --config FILE"},
+	"lab":     {run: runLab, usage: "the two-cluster lab: snorkel lab [run|up|down|status] [--transport wireguard|vxlan]"},
+	"genkey":  {run: runGenkey, usage: "print a new WireGuard private key (base64)"},
+	"pubkey":  {run: runPubkey, usage: "read a private key on stdin, print its public key"},
+	"version": {run: runVersion, usage: "print the version"},
+	"lab-pod": {run: runLabPod, hidden: true},
+}
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+		os.Exit(2)
+	}
+	name := os.Args[1]
+	if name == "-h" || name == "--help" || name == "help" {
+		usage()
+		return
+	}
+	cmd, ok := commands[name]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "snorkel: unknown command %q\n\n", name)
+		usage()
+		os.Exit(2)
+	}
+	if err := cmd.run(os.Args[2:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return
+		}
+		fmt.Fprintf(os.Stderr, "snorkel %s: %v\n", name, err)
+		os.Exit(1)
+	}
+}
+
+func usage() {
+	var names []string
+	for n, c := range commands {
+		if !c.hidden {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	b.WriteString("usage: snorkel COMMAND [flags]\n\ncommands:\n")
+	for _, n := range names {
+		fmt.Fprintf(&b, "  %-8s %s\n", n, commands[n].usage)
+	}
+	fmt.Fprint(os.Stderr, b.String())
+}
+
+func runVersion([]string) error {
+	fmt.Println("snorkel", version)
+	return nil
+}

@@ -1,0 +1,81 @@
+package lab
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+
+	"github.com/snorkel-net/snorkel/gateway"
+	"sigs.k8s.io/yaml"
+)
+
+// TransportKernel is the lab's baseline data plane: no gateway process,
+// plain kernel routes between the gateway nodes over the underlay. It tells
+// a broken topology from a broken gateway, and gives the perf harness the
+// number a tunnel is compared with.
+const TransportKernel = "kernel"
+
+// Transports lists the values Options.Transport takes.
+var Transports = append(slices.Clone(gateway.Transports), TransportKernel)
+
+// KeyFile is where the lab keeps a cluster's WireGuard private key.
+func KeyFile(stateDir, cluster string) string {
+	return filepath.Join(stateDir, "keys", cluster+".key")
+}
+
+// ConfigFile is where the lab writes a cluster's gateway config.
+func ConfigFile(stateDir, cluster string) string {
+	return filepath.Join(stateDir, cluster+".yaml")
+}
+
+// GatewayConfig returns the config of cluster c's gateway. publicKeys maps
+// cluster IDs to base64 WireGuard public keys and is needed only for the
+// wireguard transport.
+func (p *Plan) GatewayConfig(c *ClusterPlan, transport, stateDir string, publicKeys map[string]string) (gateway.Config, error) {
+	// Validate fills defaults in place, through pointers too; check a second
+	// copy so that the file keeps only what the lab chose.
+	check := p.gatewayConfig(c, transport, stateDir, publicKeys)
+	if err := check.Validate(); err != nil {
+		return gateway.Config{}, fmt.Errorf("lab: gateway config of %s: %w", c.Spec.ID, err)
+	}
+	return p.gatewayConfig(c, transport, stateDir, publicKeys), nil
+}
+
+func (p *Plan) gatewayConfig(c *ClusterPlan, transport, stateDir string, publicKeys map[string]string) gateway.Config {
+	cfg := gateway.Config{
+		Cluster: gateway.Cluster{
+			ID:           c.Spec.ID,
+			PodCIDRs:     []string{c.Spec.PodCIDR.String()},
+			ServiceCIDRs: []string{c.Spec.ServiceCIDR.String()},
+		},
+		TUN:            gateway.TUN{Name: c.Gateway.TUN, Address: c.Gateway.NodeIP.String()},
+		Transport:      gateway.TransportConfig{Type: transport, Port: gateway.DefaultPort},
+		MetricsAddress: MetricsAddress,
+	}
+	if transport == gateway.TransportWireGuard {
+		cfg.Transport.WireGuard = &gateway.WireGuardConfig{PrivateKeyFile: KeyFile(stateDir, c.Spec.ID)}
+	}
+	for _, r := range p.Remotes(c) {
+		rc := gateway.Remote{
+			ID:           r.Spec.ID,
+			PodCIDRs:     []string{r.Spec.PodCIDR.String()},
+			ServiceCIDRs: []string{r.Spec.ServiceCIDR.String()},
+			Endpoint:     r.Gateway.Endpoint().String(),
+		}
+		if transport == gateway.TransportWireGuard {
+			rc.WireGuard = &gateway.WireGuardRemoteConfig{PublicKey: publicKeys[r.Spec.ID]}
+		}
+		cfg.Remotes = append(cfg.Remotes, rc)
+	}
+	return cfg
+}
+
+// MarshalConfig renders a gateway config as the YAML `snorkel gateway
+// --config` reads.
+func MarshalConfig(cfg gateway.Config) ([]byte, error) {
+	b, err := yaml.Marshal(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("lab: encode gateway config: %w", err)
+	}
+	return b, nil
+}

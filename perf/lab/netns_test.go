@@ -1,0 +1,161 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/snorkel-net/snorkel/perf/topo"
+)
+
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create network namespaces, TUN devices and nftables rules; run the tests as root")
+	}
+}
+
+// testPrefix is a namespace prefix unique to this test process and tag, so
+// that tests run beside a user's lab and beside each other.
+func testPrefix(tag string) string {
+	return fmt.Sprintf("t%d%s-", os.Getpid()%100000, tag)
+}
+
+// checkNoLeftovers fails the test if namespaces with prefix remain.
+func checkNoLeftovers(t *testing.T, prefix string) {
+	t.Helper()
+	left, err := topo.List(prefix)
+	if err != nil {
+		t.Error(err)
+	}
+	if len(left) > 0 {
+		t.Errorf("namespaces left behind: %v", left)
+		for _, n := range left {
+			if err := (&exec{}).deleteNS(n); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+}
+
+// TestTopologyWithKernelRouting builds the basic scenario with plain kernel
+// routes between the gateway nodes and in-process pods: the topology, pod
+// routing and the nftables service are checked without any gateway.
+func TestTopologyWithKernelRouting(t *testing.T) {
+	needRoot(t)
+	prefix := testPrefix("k")
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var progress bytes.Buffer
+	l, err := Up(ctx, Options{
+		Transport:     TransportKernel,
+		StateDir:      dir,
+		Prefix:        prefix,
+		PodsInProcess: true,
+		Progress:      &progress,
+	})
+	if err != nil {
+		t.Fatalf("Up: %v\n%s", err, progress.String())
+	}
+	closed := false
+	t.Cleanup(func() {
+		if !closed {
+			if err := l.Close(); err != nil {
+				t.Error(err)
+			}
+		}
+		checkNoLeftovers(t, prefix)
+	})
+
+	var out bytes.Buffer
+	checks := l.Demo(ctx, &out)
+	t.Logf("demo:\n%s", out.String())
+	kinds := map[string]int{}
+	for _, c := range checks {
+		kinds[c.Kind]++
+		if !c.OK {
+			t.Errorf("check failed: %s", c)
+		}
+	}
+	if kinds["ping"] != 2 || kinds["http"] < shownRequests+1 || kinds["balance"] != 1 || kinds["bulk"] != 1 {
+		t.Errorf("checks by kind = %v; want 2 ping, at least %d http, 1 balance, 1 bulk", kinds, shownRequests+1)
+	}
+
+	// Every backend must answer the ClusterIP: the DNAT spreads, it does
+	// not just pick one.
+	pod, src, err := l.Pod("c1-pod-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for i := 0; i < 60 && len(seen) < 3; i++ {
+		r, err := getWhereami(ctx, pod.HTTPClient(), "http://10.99.0.10:80/")
+		if err != nil {
+			t.Fatalf("request %d to the ClusterIP: %v", i, err)
+		}
+		if clientHost(r.Client) != src.IP.String() {
+			t.Errorf("backend %s saw client %s, want %s", r.Pod, r.Client, src.IP)
+		}
+		seen[r.Pod] = true
+	}
+	if len(seen) != 3 {
+		t.Errorf("backends that answered in 60 requests: %v, want c2-web-1, c2-web-2 and c2-web-3", seen)
+	}
+
+	// The pods' only way out is their node: with c1's route to c2 gone,
+	// nothing crosses.
+	gw, err := l.Gateway("c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gw.Run(ctx, "ip", "route", "del", "10.9.0.0/16"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pod.Run(ctx, "ping", "-c", "1", "-W", "1", "10.9.0.11"); err == nil {
+		t.Error("c1-pod-1 reached c2-web-1 with no route on c1's node")
+	}
+
+	nss := l.Topo.Namespaces()
+	closed = true
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nss {
+		if topo.Exists(n.Name()) {
+			t.Errorf("namespace %s survived Close", n.Name())
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, labFile)); !os.IsNotExist(err) {
+		t.Errorf("%s still records the lab after Close", labFile)
+	}
+	if err := l.Clean(); err != nil {
+		t.Error(err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		ents, _ := os.ReadDir(dir)
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		t.Errorf("state dir not empty after Clean: %s", strings.Join(names, ", "))
+	}
+}
+
+func TestUpRefusesASecondLabInTheSameStateDir(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, labFile), []byte(`{"scenario":"basic","transport":"kernel","prefix":"x-"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Up(context.Background(), Options{Transport: TransportKernel, StateDir: dir, Prefix: testPrefix("d"), PodsInProcess: true})
+	if err == nil || !strings.Contains(err.Error(), "lab down") {
+		t.Errorf("Up over a recorded lab: %v, want ErrAlreadyUp with a hint to run lab down", err)
+	}
+	checkNoLeftovers(t, testPrefix("d"))
+}

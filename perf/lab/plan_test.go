@@ -1,0 +1,120 @@
+package lab
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestBasicPlanAddresses(t *testing.T) {
+	p, err := NewPlan(Basic(), "snk-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c1, c2 := p.Cluster("c1"), p.Cluster("c2")
+	if c1 == nil || c2 == nil {
+		t.Fatal("basic plan lacks c1 or c2")
+	}
+	a := netip.MustParseAddr
+	for _, tc := range []struct {
+		what      string
+		got, want any
+	}{
+		{"c1 underlay", c1.Gateway.UnderlayIP, netip.MustParsePrefix("198.18.0.1/15")},
+		{"c2 underlay", c2.Gateway.UnderlayIP, netip.MustParsePrefix("198.18.0.2/15")},
+		{"c2 endpoint", c2.Gateway.Endpoint(), netip.MustParseAddrPort("198.18.0.2:4500")},
+		{"c1 node", c1.Gateway.NodeIP, a("10.8.0.1")},
+		{"c1 tun", c1.Gateway.TUN, "snk-c1"},
+		{"c2 gateway ns", c2.Gateway.NS, "c2-gw"},
+		{"first c1 pod", c1.Pods[0].IP, a("10.8.0.11")},
+		{"third c2 pod", c2.Pods[2].IP, a("10.9.0.13")},
+		{"pod node link", c2.Pods[0].NodeLink, "v-c2-web-1"},
+		{"web backends", len(c2.Services[0].Backends), 3},
+		{"second web backend", c2.Services[0].Backends[1].IP, a("10.9.0.12")},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s = %v, want %v", tc.what, tc.got, tc.want)
+		}
+	}
+	wantNS := []string{"underlay", "c1-gw", "c1-pod-1", "c1-pod-2", "c2-gw", "c2-web-1", "c2-web-2", "c2-web-3"}
+	if got := p.Namespaces(); !slices.Equal(got, wantNS) {
+		t.Errorf("Namespaces() = %v, want %v", got, wantNS)
+	}
+	if r := p.Remotes(c1); len(r) != 1 || r[0].Spec.ID != "c2" {
+		t.Errorf("Remotes(c1) = %v, want just c2", r)
+	}
+}
+
+// TestOverlappingClustersPlan shows that the plan keeps clusters apart by
+// namespace, not by address: Globalnet's clusters with the same CIDRs get
+// the same pod addresses, each in its own namespaces.
+func TestOverlappingClustersPlan(t *testing.T) {
+	cluster := func(id string) ClusterSpec {
+		return ClusterSpec{
+			ID:          id,
+			PodCIDR:     netip.MustParsePrefix("10.7.0.0/16"),
+			ServiceCIDR: netip.MustParsePrefix("10.77.0.0/16"),
+			Pods:        []string{id + "-pod-1", id + "-pod-2"},
+		}
+	}
+	p, err := NewPlan(Scenario{Name: "globalnet", Clusters: []ClusterSpec{cluster("g1"), cluster("g2")}}, "snk-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g1, g2 := p.Cluster("g1"), p.Cluster("g2")
+	if g1.Pods[0].IP != g2.Pods[0].IP || g1.Pods[0].NS == g2.Pods[0].NS {
+		t.Errorf("g1 pod %v and g2 pod %v: want the same address in different namespaces", g1.Pods[0], g2.Pods[0])
+	}
+	if g1.Gateway.UnderlayIP == g2.Gateway.UnderlayIP {
+		t.Error("gateways share an underlay address")
+	}
+}
+
+func TestPlanRefusesBadScenarios(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		edit   func(*Scenario)
+		prefix string
+		want   string
+	}{
+		{"no clusters", func(s *Scenario) { s.Clusters = nil }, "snk-", "no clusters"},
+		{"bad prefix", func(*Scenario) {}, "Snk", "prefix"},
+		{"long prefix makes long TUN name", func(*Scenario) {}, "snorkel-lab-tst-", "longer than 15"},
+		{"cluster ID not a label", func(s *Scenario) { s.Clusters[0].ID = "C_1" }, "snk-", "DNS-1123"},
+		{"pod name too long", func(s *Scenario) { s.Clusters[0].Pods[0] = "a-very-long-pod-name" }, "snk-", "at most 13"},
+		{"two pods one namespace", func(s *Scenario) { s.Clusters[1].Pods[0] = "c1-pod-1" }, "snk-", "share namespace"},
+		{"pod named like a gateway", func(s *Scenario) { s.Clusters[0].Pods[0] = "c2-gw" }, "snk-", "share namespace"},
+		{"ClusterIP outside service CIDR", func(s *Scenario) {
+			s.Clusters[1].Services[0].ClusterIP = netip.MustParseAddr("10.88.0.10")
+		}, "snk-", "outside the service CIDR"},
+		{"backend from another cluster", func(s *Scenario) { s.Clusters[1].Services[0].Backends[0] = "c1-pod-1" }, "snk-", "not a pod of the cluster"},
+		{"IPv6 pod CIDR", func(s *Scenario) { s.Clusters[0].PodCIDR = netip.MustParsePrefix("fd00::/64") }, "snk-", "IPv4"},
+		{"pod CIDR with host bits", func(s *Scenario) { s.Clusters[0].PodCIDR = netip.MustParsePrefix("10.8.0.1/16") }, "snk-", "host bits"},
+		{"pods overflow a /24", func(s *Scenario) {
+			s.Clusters[0].PodCIDR = netip.MustParsePrefix("10.8.0.0/24")
+			s.Clusters[0].Pods = nil
+			for i := range 250 {
+				s.Clusters[0].Pods = append(s.Clusters[0].Pods, "p"+strings.Repeat("x", i%5)+string(rune('a'+i%26))+string(rune('a'+i/26)))
+			}
+		}, "snk-", "do not fit"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := Basic()
+			tc.edit(&s)
+			_, err := NewPlan(s, tc.prefix)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("NewPlan error = %v, want one mentioning %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestScenarioByName(t *testing.T) {
+	if _, err := ScenarioByName("basic"); err != nil {
+		t.Error(err)
+	}
+	if _, err := ScenarioByName("nope"); err == nil || !strings.Contains(err.Error(), "basic") {
+		t.Errorf("unknown scenario error = %v, want one listing the known ones", err)
+	}
+}
