@@ -85,6 +85,17 @@ func New(cfg Config, opts Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
+	g := newGateway(s, opts)
+	tr, key, err := newTransport(s, g, g.log)
+	if err != nil {
+		return nil, err
+	}
+	g.attach(tr, key)
+	return g, nil
+}
+
+// newGateway builds a gateway for a validated spec, without its transport.
+func newGateway(s *spec, opts Options) *Gateway {
 	g := &Gateway{
 		spec:     s,
 		log:      opts.Logger,
@@ -116,18 +127,17 @@ func New(cfg Config, opts Options) (*Gateway, error) {
 	g.localRoutes = newRouteTable(local)
 	g.scratch.New = func() any { return newDeliverScratch(len(s.remotes)) }
 	g.tick()
+	return g
+}
 
-	tr, key, err := newTransport(s, g, g.log)
-	if err != nil {
-		return nil, err
-	}
-	g.tr, g.publicKey = tr, key
-	g.pathMTU = cfg.UnderlayMTU - tr.Overhead()
+// attach gives the gateway its transport, which fixes the tunnel MTU.
+func (g *Gateway) attach(tr transport.Transport, publicKey string) {
+	g.tr, g.publicKey = tr, publicKey
+	g.pathMTU = g.spec.cfg.UnderlayMTU - tr.Overhead()
 	g.mtu = g.pathMTU
-	if cfg.TUN.MTU != 0 {
-		g.mtu = cfg.TUN.MTU
+	if g.spec.cfg.TUN.MTU != 0 {
+		g.mtu = g.spec.cfg.TUN.MTU
 	}
-	return g, nil
 }
 
 // MTU is the MTU the TUN device should have.
@@ -323,6 +333,9 @@ func (g *Gateway) sendTooBig(dev tun.Device, icmp [][]byte, orig []byte, p *pack
 type deliverScratch struct {
 	out     [][]byte
 	tallies []tally
+	// p lives here, not on Deliver's stack: passing it to the Translator
+	// interface would move it to the heap on every call.
+	p packet.Parsed
 }
 
 func newDeliverScratch(remotes int) *deliverScratch {
@@ -334,7 +347,7 @@ func newDeliverScratch(remotes int) *deliverScratch {
 func (g *Gateway) Deliver(peer int, bufs [][]byte, offset int) {
 	sc := g.scratch.Get().(*deliverScratch)
 	out := sc.out[:0]
-	var p packet.Parsed
+	p := &sc.p
 	for _, b := range bufs {
 		pkt := b[offset:]
 		if p.Decode(pkt) != packet.DropNone {
@@ -346,7 +359,7 @@ func (g *Gateway) Deliver(peer int, bufs [][]byte, offset int) {
 			g.peerCounters(peer).drops[dropSpoofedSource].Add(1)
 			continue
 		}
-		if g.xlate != nil && !g.xlate.Ingress(src, pkt[:p.Length], &p) {
+		if g.xlate != nil && !g.xlate.Ingress(src, pkt[:p.Length], p) {
 			g.counters[src].drops[dropTranslate].Add(1)
 			continue
 		}
@@ -354,7 +367,7 @@ func (g *Gateway) Deliver(peer int, bufs [][]byte, offset int) {
 			g.counters[src].drops[dropBadDestination].Add(1)
 			continue
 		}
-		g.clampMSS(pkt[:p.Length], &p)
+		g.clampMSS(pkt[:p.Length], p)
 		out = append(out, b[:offset+p.Length])
 		sc.tallies[src].packets++
 		sc.tallies[src].bytes += uint64(p.Length)

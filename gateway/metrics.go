@@ -3,6 +3,7 @@ package gateway
 import (
 	"encoding/json"
 	"net/http"
+	"net/http/pprof"
 	"os"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -64,7 +65,8 @@ func (g *Gateway) TransportDrops() []transport.Drop {
 	return nil
 }
 
-// Handler serves /metrics (Prometheus) and /status (Stats as JSON).
+// Handler serves /metrics (Prometheus), /status (Stats as JSON), /healthz
+// and the Go profiler under /debug/pprof/.
 func (g *Gateway) Handler() http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(g)
@@ -76,6 +78,9 @@ func (g *Gateway) Handler() http.Handler {
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(g.Stats())
 	})
+	// Profiles of a gateway under load say where its time goes.
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Write([]byte("ok\n"))
 	})

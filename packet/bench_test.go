@@ -2,6 +2,7 @@ package packet
 
 import (
 	"net/netip"
+	"strconv"
 	"testing"
 )
 
@@ -33,7 +34,7 @@ func BenchmarkChecksum(b *testing.B) {
 		for i := range buf {
 			buf[i] = byte(i)
 		}
-		b.Run(itoa(n), func(b *testing.B) {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(n))
 			for b.Loop() {
@@ -82,12 +83,13 @@ func BenchmarkClampMSS(b *testing.B) {
 		[]byte{2, 4, 5, 0xb4, 4, 2, 8, 10, 0, 0, 0, 1, 0, 0, 0, 0, 1, 3, 3, 7}, nil))
 	var p Parsed
 	p.Decode(pkt)
+	buf := make([]byte, len(pkt))
 	b.ReportAllocs()
 	b.SetBytes(int64(len(pkt)))
-	for i := 0; b.Loop(); i++ {
-		// Alternate limits so that every call rewrites the option.
-		ClampMSS(pkt, &p, uint16(1300+i%2))
-		ClampMSS(pkt, &p, 1460)
+	for b.Loop() {
+		// A fresh copy each time, so that every call lowers the option.
+		copy(buf, pkt)
+		ClampMSS(buf, &p, 1300)
 	}
 }
 
@@ -98,18 +100,8 @@ func BenchmarkTooBig(b *testing.B) {
 	dst := make([]byte, 1500)
 	from := netip.MustParseAddr("fd99::1")
 	b.ReportAllocs()
+	b.SetBytes(int64(TooBig(dst, orig, &p, from, 1280)))
 	for b.Loop() {
-		b.SetBytes(int64(TooBig(dst, orig, &p, from, 1280)))
+		TooBig(dst, orig, &p, from, 1280)
 	}
-}
-
-func itoa(n int) string {
-	if n == 0 {
-		return "0"
-	}
-	var d []byte
-	for ; n > 0; n /= 10 {
-		d = append([]byte{byte('0' + n%10)}, d...)
-	}
-	return string(d)
 }
