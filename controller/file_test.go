@@ -40,3 +40,28 @@ func TestLoadReportsMissingFile(t *testing.T) {
 		t.Fatalf("err = %v, want it to name the file", err)
 	}
 }
+
+func FuzzParseGatewayConfig(f *testing.F) {
+	example, err := os.ReadFile("../deploy/examples/gateway-c1.yaml")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(example)
+	f.Add([]byte("cluster: {id: c1, podCIDRs: [10.8.0.0/16]}\ntransport: {type: vxlan}\nremotes: [{id: c2, podCIDRs: [10.8.0.0/17], endpoint: '::1'}]\n"))
+	f.Add([]byte("remotes: [{}, {id: c1}]\ntun: {mtu: -1}\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		cfg, err := ParseGatewayConfig(b, "fuzz")
+		if err != nil {
+			if err.Error() == "" {
+				t.Fatal("empty error message")
+			}
+			return
+		}
+		// Whatever validates must validate again unchanged: defaults are
+		// applied once and are themselves valid.
+		again := cfg
+		if err := again.Validate(); err != nil {
+			t.Fatalf("a validated config fails a second validation: %v", err)
+		}
+	})
+}
