@@ -8,8 +8,11 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -286,4 +289,40 @@ func spoofedDrops(c *cluster) uint64 {
 		}
 	}
 	return n
+}
+
+func TestMetricsUseSubmarinerNames(t *testing.T) {
+	c1, _ := startPair(t, gateway.TransportVXLAN, []netip.Addr{pod1}, []netip.Addr{pod2})
+	cl, err := c1.net.DialUDPAddrPort(netip.AddrPortFrom(pod1, 0), netip.AddrPortFrom(pod2, 7))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.Write([]byte("count me"))
+	cl.Close()
+	srv := httptest.NewServer(c1.gw.Handler())
+	defer srv.Close()
+	var body string
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		resp, err := http.Get(srv.URL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		body = string(b)
+		if strings.Contains(body, `snorkel_gateway_tx_packets_total{remote_cluster="c2"} 1`) {
+			break
+		}
+	}
+	for _, want := range []string{
+		`submariner_gateway_tx_bytes{cable_driver="vxlan",local_cluster="c1"`,
+		`submariner_gateway_rx_bytes{cable_driver="vxlan",local_cluster="c1"`,
+		`submariner_connections{cable_driver="vxlan",local_cluster="c1"`,
+		`remote_cluster="c2"`,
+		`snorkel_gateway_tx_packets_total{remote_cluster="c2"} 1`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s:\n%s", want, body)
+		}
+	}
 }
