@@ -7,6 +7,7 @@ import (
 	"net/netip"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
 	"golang.zx2c4.com/wireguard/tun"
 )
 
@@ -48,6 +49,10 @@ func OpenTUN(cfg *Config, mtu int) (tun.Device, *System, error) {
 			return fail(fmt.Errorf("tun.address: cannot assign %s to %s: %w", s.tunAddr, name, err))
 		}
 	}
+	// No IPv6 link-local address: the kernel would otherwise send router
+	// solicitations and MLD reports into the tunnel, which no remote wants.
+	// Where IPv6 is disabled there is nothing to turn off.
+	_ = netlink.LinkSetIP6AddrGenMode(sys.link, nl.IN6_ADDR_GEN_MODE_NONE)
 	if err := netlink.LinkSetUp(sys.link); err != nil {
 		return fail(fmt.Errorf("gateway: bring up %s: %w", name, err))
 	}

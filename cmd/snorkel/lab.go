@@ -40,7 +40,12 @@ func runLab(args []string) error {
 		fs.PrintDefaults()
 	}
 	transport := fs.String("transport", "wireguard", "tunnel between the gateways: "+strings.Join(lab.Transports, ", ")+" (kernel: plain routes, no gateway)")
-	scenario := fs.String("scenario", "basic", "what to build: "+strings.Join(lab.ScenarioNames(), ", "))
+	var scenarios []string
+	for _, n := range lab.ScenarioNames() {
+		sc, _ := lab.ScenarioByName(n)
+		scenarios = append(scenarios, n+" ("+sc.Description+")")
+	}
+	scenario := fs.String("scenario", "basic", "what to build: "+strings.Join(scenarios, "; "))
 	stateDir := fs.String("state-dir", lab.DefaultStateDir, "where configs, keys, logs and the teardown record live")
 	prefix := fs.String("prefix", lab.DefaultPrefix, "prefix of every namespace name, to run labs side by side")
 	if err := fs.Parse(args); err != nil {

@@ -81,11 +81,13 @@ type Lab struct {
 	pods         sync.WaitGroup
 }
 
-// record is lab.json: what Attach needs to rebuild the Plan.
+// record is lab.json: what Attach needs to rebuild the Plan. The scenario
+// is stored whole, so that labs of scenarios built in code (by the perf
+// harness, say) can be attached too.
 type record struct {
-	Scenario  string `json:"scenario"`
-	Transport string `json:"transport"`
-	Prefix    string `json:"prefix"`
+	Scenario  Scenario `json:"scenario"`
+	Transport string   `json:"transport"`
+	Prefix    string   `json:"prefix"`
 }
 
 func (o *Options) applyDefaults() {
@@ -121,15 +123,19 @@ func Up(ctx context.Context, o Options) (*Lab, error) {
 	if _, err := os.Stat(filepath.Join(o.StateDir, labFile)); err == nil {
 		return nil, fmt.Errorf("%w with its state in %s; run `snorkel lab down --state-dir %s` first", ErrAlreadyUp, o.StateDir, o.StateDir)
 	}
-	if left, err := topo.List(o.Prefix); err != nil {
-		return nil, err
-	} else if len(left) > 0 {
-		return nil, fmt.Errorf("lab: namespaces %s already exist; another lab with prefix %q is up (use another --prefix), or remove them with `ip netns delete`", strings.Join(left, ", "), o.Prefix)
+	var taken []string
+	for _, ns := range plan.Namespaces() {
+		if topo.Exists(o.Prefix + ns) {
+			taken = append(taken, o.Prefix+ns)
+		}
+	}
+	if len(taken) > 0 {
+		return nil, fmt.Errorf("lab: namespaces %s already exist; another lab with prefix %q is up (use another --prefix), or remove them with `ip netns delete`", strings.Join(taken, ", "), o.Prefix)
 	}
 	if err := os.MkdirAll(o.StateDir, 0o755); err != nil {
 		return nil, fmt.Errorf("lab: state dir: %w", err)
 	}
-	rec, err := json.Marshal(record{Scenario: o.Scenario.Name, Transport: o.Transport, Prefix: o.Prefix})
+	rec, err := json.Marshal(record{Scenario: o.Scenario, Transport: o.Transport, Prefix: o.Prefix})
 	if err != nil {
 		return nil, err
 	}
@@ -345,11 +351,7 @@ func Attach(stateDir string) (*Lab, error) {
 	if err := json.Unmarshal(b, &rec); err != nil {
 		return nil, fmt.Errorf("lab: %s: %w", filepath.Join(stateDir, labFile), err)
 	}
-	sc, err := ScenarioByName(rec.Scenario)
-	if err != nil {
-		return nil, err
-	}
-	plan, err := NewPlan(sc, rec.Prefix)
+	plan, err := NewPlan(rec.Scenario, rec.Prefix)
 	if err != nil {
 		return nil, err
 	}

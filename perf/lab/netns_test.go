@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -36,8 +37,8 @@ func checkNoLeftovers(t *testing.T, prefix string) {
 	if len(left) > 0 {
 		t.Errorf("namespaces left behind: %v", left)
 		for _, n := range left {
-			if err := (&exec{}).deleteNS(n); err != nil {
-				t.Error(err)
+			if out, err := exec.Command("ip", "netns", "delete", n).CombinedOutput(); err != nil {
+				t.Errorf("ip netns delete %s: %v: %s", n, err, out)
 			}
 		}
 	}
@@ -150,7 +151,7 @@ func TestTopologyWithKernelRouting(t *testing.T) {
 func TestUpRefusesASecondLabInTheSameStateDir(t *testing.T) {
 	needRoot(t)
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, labFile), []byte(`{"scenario":"basic","transport":"kernel","prefix":"x-"}`), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, labFile), []byte(`{"scenario":{"name":"basic"},"transport":"kernel","prefix":"x-"}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	_, err := Up(context.Background(), Options{Transport: TransportKernel, StateDir: dir, Prefix: testPrefix("d"), PodsInProcess: true})
@@ -158,4 +159,36 @@ func TestUpRefusesASecondLabInTheSameStateDir(t *testing.T) {
 		t.Errorf("Up over a recorded lab: %v, want ErrAlreadyUp with a hint to run lab down", err)
 	}
 	checkNoLeftovers(t, testPrefix("d"))
+}
+
+// TestUpFailureTearsDownAndNamesTheLog starts "gateways" that exit at once:
+// Up must fail, say which gateway and where its log is, and leave nothing.
+func TestUpFailureTearsDownAndNamesTheLog(t *testing.T) {
+	needRoot(t)
+	prefix := testPrefix("f")
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := Up(ctx, Options{
+		Transport:     "vxlan",
+		StateDir:      dir,
+		Prefix:        prefix,
+		Binary:        "/bin/false",
+		PodsInProcess: true,
+		ReadyTimeout:  5 * time.Second,
+	})
+	if err == nil {
+		t.Fatal("Up succeeded with gateways that exit at once")
+	}
+	msg := err.Error()
+	t.Logf("Up: %v", err)
+	for _, want := range []string{"gateway of c1", "exited", filepath.Join(dir, logDir, "gateway-c1.log")} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error lacks %q:\n%s", want, msg)
+		}
+	}
+	checkNoLeftovers(t, prefix)
+	if _, err := os.Stat(filepath.Join(dir, labFile)); !os.IsNotExist(err) {
+		t.Errorf("%s still records a lab after a failed Up", labFile)
+	}
 }

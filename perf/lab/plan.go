@@ -152,8 +152,11 @@ func NewPlan(s Scenario, prefix string) (*Plan, error) {
 			if !c.ServiceCIDR.Contains(svc.ClusterIP) {
 				bad("%s: ClusterIP %s is outside the service CIDR %s", sf, svc.ClusterIP, c.ServiceCIDR)
 			}
-			if svc.Port == 0 || svc.TargetPort == 0 {
-				bad("%s: port and target port must be set", sf)
+			if svc.Port == 0 {
+				bad("%s: the port must be set", sf)
+			}
+			if svc.TargetPort != WhereamiPort {
+				bad("%s: target port %d: lab pods serve only on %d", sf, svc.TargetPort, WhereamiPort)
 			}
 			if len(svc.Backends) == 0 {
 				bad("%s: no backends", sf)

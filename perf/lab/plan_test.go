@@ -88,6 +88,7 @@ func TestPlanRefusesBadScenarios(t *testing.T) {
 		{"ClusterIP outside service CIDR", func(s *Scenario) {
 			s.Clusters[1].Services[0].ClusterIP = netip.MustParseAddr("10.88.0.10")
 		}, "snk-", "outside the service CIDR"},
+		{"target port the pods do not serve", func(s *Scenario) { s.Clusters[1].Services[0].TargetPort = 8080 }, "snk-", "serve only on 80"},
 		{"backend from another cluster", func(s *Scenario) { s.Clusters[1].Services[0].Backends[0] = "c1-pod-1" }, "snk-", "not a pod of the cluster"},
 		{"IPv6 pod CIDR", func(s *Scenario) { s.Clusters[0].PodCIDR = netip.MustParsePrefix("fd00::/64") }, "snk-", "IPv4"},
 		{"pod CIDR with host bits", func(s *Scenario) { s.Clusters[0].PodCIDR = netip.MustParsePrefix("10.8.0.1/16") }, "snk-", "host bits"},

@@ -173,6 +173,9 @@ func logTail(path string, n int) string {
 	if err != nil {
 		return "  (no log: " + err.Error() + ")"
 	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		return "  (" + path + " is empty)"
+	}
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]

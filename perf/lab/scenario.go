@@ -3,7 +3,6 @@ package lab
 import (
 	"fmt"
 	"net/netip"
-	"slices"
 	"sort"
 	"strings"
 )
@@ -12,34 +11,34 @@ import (
 // plain data so that another scenario (Globalnet's clusters with overlapping
 // CIDRs, more clusters on the same underlay) is a new value, not new code.
 type Scenario struct {
-	Name        string
-	Description string
-	Clusters    []ClusterSpec
+	Name        string        `json:"name"`
+	Description string        `json:"description,omitempty"`
+	Clusters    []ClusterSpec `json:"clusters"`
 }
 
 // ClusterSpec is one cluster of a scenario.
 type ClusterSpec struct {
 	// ID is the cluster ID (a DNS-1123 label), also the gateway node's
 	// namespace name stem.
-	ID          string
-	PodCIDR     netip.Prefix
-	ServiceCIDR netip.Prefix
+	ID          string       `json:"id"`
+	PodCIDR     netip.Prefix `json:"podCIDR"`
+	ServiceCIDR netip.Prefix `json:"serviceCIDR"`
 	// Pods names the pod namespaces; every pod runs the whereami server on
 	// port 80. Names are unique across the scenario and at most 13
 	// characters, since the node's end of a pod's veth is named "v-"+name.
-	Pods     []string
-	Services []ServiceSpec
+	Pods     []string      `json:"pods"`
+	Services []ServiceSpec `json:"services,omitempty"`
 }
 
 // ServiceSpec is a TCP ClusterIP service.
 type ServiceSpec struct {
-	Name      string
-	ClusterIP netip.Addr
-	Port      uint16
+	Name      string     `json:"name"`
+	ClusterIP netip.Addr `json:"clusterIP"`
+	Port      uint16     `json:"port"`
 	// TargetPort is the port the backends listen on.
-	TargetPort uint16
+	TargetPort uint16 `json:"targetPort"`
 	// Backends names pods of the same cluster.
-	Backends []string
+	Backends []string `json:"backends"`
 }
 
 // WhereamiPort is the port every pod serves whereami on.
@@ -96,13 +95,4 @@ func ScenarioByName(name string) (Scenario, error) {
 		return Scenario{}, fmt.Errorf("lab: unknown scenario %q; use one of %s", name, strings.Join(ScenarioNames(), ", "))
 	}
 	return f(), nil
-}
-
-// Cluster returns the spec of cluster id.
-func (s Scenario) Cluster(id string) (ClusterSpec, bool) {
-	i := slices.IndexFunc(s.Clusters, func(c ClusterSpec) bool { return c.ID == id })
-	if i < 0 {
-		return ClusterSpec{}, false
-	}
-	return s.Clusters[i], true
 }

@@ -158,8 +158,8 @@ func (n *NS) AddRoute(r Route) error {
 	return nil
 }
 
-// Routes returns the IPv4 routes of the main table, optionally only those
-// through dev, in the form `ip route` prints.
+// Routes returns the IPv4 routes of the main table, or only those through
+// dev if it is not empty.
 func (n *NS) Routes(dev string) ([]Route, error) {
 	nl, err := n.netlink()
 	if err != nil {

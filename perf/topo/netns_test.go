@@ -117,6 +117,31 @@ func TestRoutedThroughRouter(t *testing.T) {
 		t.Errorf("b saw the connection from %q, want 10.1.0.2 (routed, not translated)", line)
 	}
 
+	pc, err := b.ListenPacket("udp", "10.2.0.2:7001")
+	must(t, err)
+	defer pc.Close()
+	uc, err := a.DialContext(ctx, "udp", "10.2.0.2:7001")
+	must(t, err)
+	defer uc.Close()
+	if _, err := uc.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	must(t, pc.SetReadDeadline(time.Now().Add(5*time.Second)))
+	buf := make([]byte, 16)
+	n, from, err := pc.ReadFrom(buf)
+	must(t, err)
+	if host, _, _ := net.SplitHostPort(from.String()); string(buf[:n]) != "hello" || host != "10.1.0.2" {
+		t.Errorf("UDP from a: %q from %v; want \"hello\" from 10.1.0.2", buf[:n], from)
+	}
+
+	must(t, a.SetMTU("eth0", 1280))
+	if out, err := a.Run(ctx, "ip", "link", "show", "eth0"); err != nil || !strings.Contains(string(out), "mtu 1280") {
+		t.Errorf("SetMTU: %s %v", out, err)
+	}
+	if !r.HasLink("br0") || r.HasLink("nope") {
+		t.Error("HasLink does not tell existing from missing links")
+	}
+
 	routes, err := b.Routes("eth0")
 	must(t, err)
 	found := false
