@@ -103,7 +103,7 @@ func readKeyFile(path string) (wireguard.Key, error) {
 
 func newVXLAN(s *spec, d transport.Deliverer) (transport.Transport, error) {
 	c := s.cfg
-	vc := vxlan.Config{Port: s.port, VNI: c.Transport.VXLAN.VNI}
+	vc := vxlan.Config{Port: s.port, VNI: c.Transport.VXLAN.VNI, Name: "snorkel/" + c.Cluster.ID}
 	if c.Transport.VXLAN.MAC != "" {
 		vc.MAC, _ = net.ParseMAC(c.Transport.VXLAN.MAC) // checked by Validate
 	}

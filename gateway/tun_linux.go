@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
@@ -53,6 +54,14 @@ func OpenTUN(cfg *Config, mtu int) (tun.Device, *System, error) {
 	// solicitations and MLD reports into the tunnel, which no remote wants.
 	// Where IPv6 is disabled there is nothing to turn off.
 	_ = netlink.LinkSetIP6AddrGenMode(sys.link, nl.IN6_ADDR_GEN_MODE_NONE)
+	// The gateway's ICMP errors come from the device's own address; without
+	// accept_local the kernel drops them as martians (a local source arriving
+	// from outside), and pods never learn the path MTU.
+	if s.tunAddr.IsValid() && s.tunAddr.Addr().Is4() {
+		if err := os.WriteFile("/proc/sys/net/ipv4/conf/"+name+"/accept_local", []byte("1"), 0o644); err != nil {
+			return fail(fmt.Errorf("gateway: let %s accept the gateway's own ICMP errors: %w", name, err))
+		}
+	}
 	if err := netlink.LinkSetUp(sys.link); err != nil {
 		return fail(fmt.Errorf("gateway: bring up %s: %w", name, err))
 	}

@@ -118,4 +118,3 @@ func TestOpenTUNRefusesARouteThatIsTaken(t *testing.T) {
 		t.Logf("refused with: %v", err)
 	})
 }
-

@@ -24,6 +24,8 @@ var commands = map[string]command{
 	"pubkey":  {run: runPubkey, usage: "read a private key on stdin, print its public key"},
 	"version": {run: runVersion, usage: "print the version"},
 	"lab-pod": {run: runLabPod, hidden: true},
+
+	"benchmark": {run: runBenchmark, usage: "throughput against baselines: snorkel benchmark throughput [--transport wireguard|vxlan|all] [--reps 3] [--duration 10s] [--out DIR]"},
 }
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -65,7 +67,7 @@ func usage() {
 	var b strings.Builder
 	b.WriteString("usage: snorkel COMMAND [flags]\n\ncommands:\n")
 	for _, n := range names {
-		fmt.Fprintf(&b, "  %-8s %s\n", n, commands[n].usage)
+		fmt.Fprintf(&b, "  %-10s %s\n", n, commands[n].usage)
 	}
 	fmt.Fprint(os.Stderr, b.String())
 }

@@ -21,10 +21,13 @@ type Config struct {
 	// (24 bits, RFC 7348 §5); 0 means DefaultVNI.
 	VNI uint32
 	// MAC is the inner source address of every frame sent and the answer to
-	// ARP requests. Empty means one derived from the host name, VNI and
-	// port; set it where host names are not unique among the gateways a
-	// kernel peer talks to.
+	// ARP requests. Empty means one derived from Name, VNI and port.
 	MAC net.HardwareAddr
+	// Name identifies this endpoint when MAC is empty: the derived MAC is a
+	// hash of it, the VNI and the port. Default the host name; gateways that
+	// share a host need distinct names (a kernel peer ignores frames that
+	// carry its own MAC as their source).
+	Name string
 	// Peers are the remote tunnel endpoints; a peer's index here is the
 	// peer number of Send and Deliver.
 	Peers []Peer
@@ -70,7 +73,11 @@ func (c Config) validate() (settings, error) {
 		return s, fmt.Errorf("vxlan: VNI %d: must be at most %d (24 bits, RFC 7348 §5)", c.VNI, maxVNI)
 	}
 	if len(c.MAC) == 0 {
-		s.mac = derivedMAC(hostname(), s.vni, s.port)
+		name := c.Name
+		if name == "" {
+			name = hostname()
+		}
+		s.mac = derivedMAC(name, s.vni, s.port)
 	} else {
 		m, err := parseMAC("MAC", c.MAC)
 		if err != nil {

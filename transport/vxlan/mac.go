@@ -43,7 +43,7 @@ func parseMAC(field string, hw net.HardwareAddr) (mac, error) {
 }
 
 // derivedMAC is the local MAC used when none is configured: a hash of the
-// host name, VNI and port, so that it survives restarts (kernel peers keep
+// endpoint's name, VNI and port, so that it survives restarts (kernel peers keep
 // their neighbour entries) and differs between gateways on different hosts.
 // The locally administered bit is set and the multicast bit cleared
 // (IEEE 802 U/L and I/G bits).

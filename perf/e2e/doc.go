@@ -1,0 +1,12 @@
+// Package e2e holds the network-namespace end-to-end tests of the gateway:
+// two clusters built by perf/lab with real `snorkel gateway` processes on
+// kernel TUN devices, and traffic between their pods checked through real
+// sockets, ping and tcpdump, once per transport. One scenario replaces a
+// gateway with a Linux kernel vxlan device to check interoperability.
+//
+// The tests need root (network namespaces, TUN devices); without it they
+// skip. Each lab has a namespace prefix unique to the test process and its
+// own state directory, so the tests run beside a lab someone else keeps up,
+// and everything is torn down when a test ends, failed or not. The package
+// has no code outside its tests.
+package e2e

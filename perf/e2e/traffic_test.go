@@ -1,0 +1,192 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"os"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/snorkel-net/snorkel/perf/topo"
+)
+
+// stream returns a deterministic pseudo-random byte stream: it does not
+// compress, repeat or align with any packet size, so a dropped, duplicated,
+// reordered or corrupted segment changes the digest.
+func stream(seed uint64) io.Reader {
+	var s [32]byte
+	binary.LittleEndian.PutUint64(s[:], seed)
+	return rand.NewChaCha8(s)
+}
+
+// tcpResult is what the receiving end of a transfer saw.
+type tcpResult struct {
+	n      int64
+	digest [sha256.Size]byte
+}
+
+// transferTCP sends n bytes of stream(seed) from a socket in `from` to a
+// listener at `to`/dst, hashing on both ends; the receiver reports its
+// count and digest back over the same connection. It returns an error
+// unless both ends agree.
+func transferTCP(ctx context.Context, from, to *topo.NS, dst netip.AddrPort, n int64, seed uint64) error {
+	ln, err := to.Listen("tcp", dst.String())
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(time.Minute)
+	}
+	srvErr := make(chan error, 1)
+	go func() { srvErr <- receiveAndReport(ln, deadline) }()
+
+	c, err := from.DialContext(ctx, "tcp", dst.String())
+	if err != nil {
+		return fmt.Errorf("dial %s: %w", dst, err)
+	}
+	defer c.Close()
+	c.SetDeadline(deadline)
+	h := sha256.New()
+	sent, err := io.CopyN(io.MultiWriter(c, h), stream(seed), n)
+	if err != nil {
+		return fmt.Errorf("sent %d of %d bytes: %w", sent, n, err)
+	}
+	if err := c.(*net.TCPConn).CloseWrite(); err != nil {
+		return err
+	}
+	var reply [8 + sha256.Size]byte
+	if _, err := io.ReadFull(c, reply[:]); err != nil {
+		return fmt.Errorf("no report from the receiver: %w (receiver: %v)", err, <-srvErr)
+	}
+	if err := <-srvErr; err != nil {
+		return err
+	}
+	got := tcpResult{n: int64(binary.BigEndian.Uint64(reply[:8])), digest: [sha256.Size]byte(reply[8:])}
+	want := tcpResult{n: n, digest: [sha256.Size]byte(h.Sum(nil))}
+	if got != want {
+		return fmt.Errorf("receiver got %d bytes with SHA-256 %x; sent %d bytes with SHA-256 %x", got.n, got.digest, want.n, want.digest)
+	}
+	return nil
+}
+
+func receiveAndReport(ln net.Listener, deadline time.Time) error {
+	c, err := ln.Accept()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(deadline)
+	h := sha256.New()
+	n, err := io.Copy(h, c)
+	if err != nil {
+		return fmt.Errorf("receiver: after %d bytes: %w", n, err)
+	}
+	var reply [8 + sha256.Size]byte
+	binary.BigEndian.PutUint64(reply[:8], uint64(n))
+	h.Sum(reply[8:8])
+	_, err = c.Write(reply[:])
+	return err
+}
+
+// udpEcho is the result of echoDatagrams.
+type udpEcho struct {
+	sent, echoed int
+}
+
+// echoDatagrams sends count datagrams of the given sizes (cycled) from
+// `from` to an echo server it runs at `to`/dst, one at a time, and compares
+// every reply with what was sent under its sequence number. A reply that
+// does not come within a timeout counts as lost; a reply that differs is an
+// error.
+func echoDatagrams(ctx context.Context, from, to *topo.NS, dst netip.AddrPort, sizes []int, count int, seed uint64) (udpEcho, error) {
+	var res udpEcho
+	srv, err := to.ListenPacket("udp", dst.String())
+	if err != nil {
+		return res, err
+	}
+	defer srv.Close()
+	go func() {
+		buf := make([]byte, 65536)
+		for {
+			n, addr, err := srv.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			srv.WriteTo(buf[:n], addr)
+		}
+	}()
+	c, err := from.DialContext(ctx, "udp", dst.String())
+	if err != nil {
+		return res, err
+	}
+	defer c.Close()
+	src := stream(seed)
+	sent := make([][]byte, count)
+	buf := make([]byte, 65536)
+	for i := range count {
+		if ctx.Err() != nil {
+			return res, ctx.Err()
+		}
+		size := sizes[i%len(sizes)]
+		d := make([]byte, size)
+		binary.BigEndian.PutUint32(d, uint32(i))
+		io.ReadFull(src, d[4:])
+		sent[i] = d
+		if _, err := c.Write(d); err != nil {
+			return res, fmt.Errorf("datagram %d (%d bytes): %w", i, size, err)
+		}
+		res.sent++
+		c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+		for {
+			n, err := c.Read(buf)
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				break
+			}
+			if err != nil {
+				return res, fmt.Errorf("datagram %d: %w", i, err)
+			}
+			if n < 4 {
+				return res, fmt.Errorf("a %d-byte reply is too short to carry a sequence number", n)
+			}
+			seq := int(binary.BigEndian.Uint32(buf))
+			if seq > i {
+				return res, fmt.Errorf("reply with sequence number %d, beyond the %d sent", seq, i+1)
+			}
+			if !bytes.Equal(buf[:n], sent[seq]) {
+				return res, fmt.Errorf("datagram %d came back different: sent %d bytes, got %d", seq, len(sent[seq]), n)
+			}
+			// A late reply to an earlier datagram is fine; keep waiting
+			// for this one.
+			if seq == i {
+				res.echoed++
+				break
+			}
+		}
+	}
+	return res, nil
+}
+
+var pingReceived = regexp.MustCompile(`(\d+) packets transmitted, (\d+) received`)
+
+// ping runs ping(8) in ns and returns how many of count echo requests were
+// answered, with ping's output.
+func ping(ctx context.Context, ns *topo.NS, args ...string) (sent, received int, out string) {
+	b, _ := ns.Command(ctx, "ping", append([]string{"-n"}, args...)...).CombinedOutput()
+	out = string(b)
+	if m := pingReceived.FindStringSubmatch(out); m != nil {
+		sent, _ = strconv.Atoi(m[1])
+		received, _ = strconv.Atoi(m[2])
+	}
+	return sent, received, out
+}
