@@ -9,7 +9,7 @@ FUZZTIME ?= 5s
 TRANSPORT ?= wireguard
 export PATH := $(TOOLS):$(PATH)
 
-.PHONY: help build test lint unit fuzz bench lab tools clean
+.PHONY: help build test lint unit fuzz bench perf lab tools clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -37,6 +37,9 @@ fuzz: ## run every fuzz target for FUZZTIME (default 5s)
 
 bench: ## Go benchmarks (decode, checksum, route lookup, transport seal/open)
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+perf: build tools ## throughput: Snorkel's transports against plain wireguard-go and kernel routing (root)
+	$(BIN)/snorkel benchmark throughput --transport all --baseline wireguard-go,kernel --reps 3 --duration 10s
 
 lab: build ## the two-cluster lab: up, demo, down (root); TRANSPORT=wireguard|vxlan
 	$(BIN)/snorkel lab run --transport $(TRANSPORT)
