@@ -18,6 +18,7 @@ build: ## build bin/snorkel
 	$(GO) build -o $(BIN)/snorkel ./cmd/snorkel
 
 test: lint unit fuzz ## the whole suite: lint, unit/e2e tests (netns ones need root), short fuzz runs
+	@echo "packages: $$(grep -c '^ok ' $(CACHE)/unit.log) passed, $$(grep -c '^FAIL' $(CACHE)/unit.log) failed"
 
 lint: tools ## gofmt, go vet, staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt wants to reformat:"; echo "$$out"; exit 1; fi
@@ -25,7 +26,7 @@ lint: tools ## gofmt, go vet, staticcheck
 	$(TOOLS)/staticcheck ./...
 
 unit: tools ## go test ./... (root runs the network-namespace tests too)
-	$(GO) test -count=1 -timeout 30m ./...
+	@set -o pipefail; $(GO) test -count=1 -timeout 30m ./... 2>&1 | tee $(CACHE)/unit.log
 
 fuzz: ## run every fuzz target for FUZZTIME (default 5s)
 	@set -e; for pkg in $$($(GO) list ./...); do \
