@@ -61,14 +61,20 @@ func TooBig(dst, orig []byte, p *Parsed, from netip.Addr, mtu int) int {
 
 // ipv4ErrorAllowed applies RFC 1812, section 4.3.2.7: no error about a
 // datagram sent to a multicast or limited broadcast address, or from an
-// address that names no single host (this network, loopback, multicast, the
-// reserved class E, limited broadcast).
+// address that names no single host (this network, loopback, multicast,
+// limited broadcast).
 func ipv4ErrorAllowed(p *Parsed) bool {
-	s, d := p.Src[0], p.Dst[0]
-	if d >= 224 { // multicast 224/4, class E 240/4, 255.255.255.255
+	if notUnicast4(p.Dst) {
 		return false
 	}
-	return s != 0 && s != 127 && s < 224
+	return p.Src[0] != 0 && p.Src[0] != 127 && !notUnicast4(p.Src)
+}
+
+// notUnicast4 reports multicast (224/4) and the limited broadcast address.
+// The reserved 240/4 counts as unicast: Globalnet's default 242.0.0.0/8
+// lives there, and its hosts must learn their path MTU like any other.
+func notUnicast4(a [16]byte) bool {
+	return a[0]&0xf0 == 224 || a[0] == 255 && a[1] == 255 && a[2] == 255 && a[3] == 255
 }
 
 // ipv6ErrorAllowed applies RFC 4443, section 2.4(e) to a Packet Too Big: no

@@ -11,6 +11,7 @@ func TestTooBigWritesAValidError(t *testing.T) {
 	small4 := v4{src: "10.0.0.1", dst: "10.1.0.2", proto: ProtoUDP, frag: ipv4FlagDF}.build(udp(1, 2, 1, payload))
 	big6 := v6{src: "fd00::1", dst: "fd01::2", next: ProtoTCP}.build(tcp(40000, 443, TCPFlagACK, nil, make([]byte, 1400)))
 	mcast6 := v6{src: "fd00::1", dst: "ff02::1", next: ProtoUDP}.build(udp(1, 2, 1, make([]byte, 1400)))
+	global4 := v4{src: "242.1.0.4", dst: "242.2.0.10", proto: ProtoTCP, frag: ipv4FlagDF}.build(tcp(40000, 80, TCPFlagACK, nil, make([]byte, 1400)))
 	tests := []struct {
 		name      string
 		orig      []byte
@@ -23,6 +24,7 @@ func TestTooBigWritesAValidError(t *testing.T) {
 		{"IPv4 short datagram is quoted whole", small4, "10.255.0.1", 1400, 28 + len(small4), len(small4)},
 		{"IPv6 quote is cut to fit 1280 bytes", big6, "fd99::1", 1280, 1280, 1232},
 		{"IPv6 packet to a multicast group is answered", mcast6, "fd99::1", 1300, 1280, 1232},
+		{"IPv4 between Globalnet addresses in 240/4 is answered", global4, "242.1.255.254", 1400, 576, 548},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
