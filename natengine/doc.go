@@ -7,4 +7,26 @@
 // global CIDR and Ingress for packets arriving from one. Rules are an
 // immutable snapshot swapped atomically by SetRules; flows live in the
 // connection-tracking table across rule changes while their rule does.
+//
+// Translation: a new egress flow takes a global source address by
+// Submariner's precedence (pod-selector pool, namespace pool, a headless
+// pod's own global IP, cluster pool; within a pool by a stable hash of the
+// pod's address) and keeps its source port when free. A new ingress flow to
+// an ingress rule's global IP is sent to the rule's local address, port
+// unchanged. Replies, ICMP errors (through their quote) and non-first
+// fragments (through their first fragment) follow the flow.
+//
+// Allocation: translating a packet of a known flow, an ICMP error or a
+// fragment allocates nothing. The table is a slab of fixed pages of
+// pointer-free flows indexed by a bucket array sized from Config.MaxFlows,
+// so the garbage collector never scans it; new flows may grow the expiry
+// wheel's slots and, for UDP, the map of endpoint-independent mappings.
+//
+// Concurrency: Egress and Ingress may run on any number of goroutines at
+// once (the gateway runs Egress on one, Ingress on several). A packet of a
+// known flow takes one of 1024 bucket locks and updates the flow's last-seen
+// time and state with atomics. Creating, expiring, evicting and retiring
+// flows take one engine-wide lock. Expiry runs a timing wheel, a bounded
+// amount of it per packet when a new second begins, and never scans the
+// table. SetRules, Flows and Stats may run at any time.
 package natengine

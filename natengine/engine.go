@@ -1,0 +1,496 @@
+package natengine
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/snorkel-net/snorkel/packet"
+)
+
+// Config configures an Engine. Zero fields take the defaults.
+type Config struct {
+	// MaxFlows bounds the connection-tracking table; default 1<<20.
+	MaxFlows int
+	// Timeouts are the idle timeouts; zero fields take the defaults.
+	Timeouts Timeouts
+	// MaxFragments bounds the first-fragment mappings kept for the
+	// fragments that follow; default 4096.
+	MaxFragments int
+	// Now is the clock, read on every packet; the engine keeps time in
+	// whole seconds. The default is a coarse clock that one background
+	// goroutine advances every 100 ms, read with an atomic load.
+	Now func() time.Time
+	// Rand supplies randomness for port search and the table's hash seed;
+	// default math/rand/v2.
+	Rand func() uint32
+}
+
+// Defaults for Config.
+const (
+	DefaultMaxFlows     = 1 << 20
+	DefaultMaxFragments = 4096
+)
+
+// maxFlowsLimit keeps flow indexes and bucket counts within 32 bits.
+const maxFlowsLimit = 1 << 30
+
+const (
+	// reapBudget bounds the expired flows one packet removes, so that a
+	// second in which many flows expire does not stall one packet.
+	reapBudget = 64
+	// evictRing is how many recent unreplied flows are remembered as
+	// eviction candidates.
+	evictRing = 1 << 16
+)
+
+// Engine is the Globalnet NAT engine. It satisfies the gateway's
+// Translator. Create it with New.
+type Engine struct {
+	rules atomic.Pointer[snapshot]
+	t     *table
+	frags *fragments
+	to    timeouts
+	now   func() time.Time // nil: the default coarse clock
+	epoch time.Time        // second 0, for an injected clock
+	base  time.Duration    // second 0, for the default clock
+	rand  func() uint32
+	stats counters
+	live  atomic.Int64
+	// reaped is the last second the wheel was fully processed for; a
+	// packet that sees a later second tries to advance it.
+	reaped atomic.Uint32
+
+	// mu serialises every change to the table's structure: creating,
+	// expiring, evicting and retiring flows, the wheel, the eviction ring
+	// and the UDP mappings.
+	mu    sync.Mutex
+	wheel *wheel
+	evict *ring
+	binds *bindings
+}
+
+// New returns an engine that translates nothing until SetRules gives it
+// rules.
+func New(cfg Config) (*Engine, error) {
+	if cfg.MaxFlows == 0 {
+		cfg.MaxFlows = DefaultMaxFlows
+	}
+	if cfg.MaxFlows < 1 || cfg.MaxFlows > maxFlowsLimit {
+		return nil, fmt.Errorf("natengine: Config.MaxFlows %d is out of range; use 1 to %d, or 0 for %d", cfg.MaxFlows, maxFlowsLimit, DefaultMaxFlows)
+	}
+	if cfg.MaxFragments == 0 {
+		cfg.MaxFragments = DefaultMaxFragments
+	}
+	if cfg.MaxFragments < 1 || cfg.MaxFragments > maxFlowsLimit {
+		return nil, fmt.Errorf("natengine: Config.MaxFragments %d is out of range; use 1 to %d, or 0 for %d", cfg.MaxFragments, maxFlowsLimit, DefaultMaxFragments)
+	}
+	to, err := cfg.Timeouts.withDefaults().compile()
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Rand == nil {
+		cfg.Rand = rand.Uint32
+	}
+	e := &Engine{
+		frags: newFragments(cfg.MaxFragments),
+		to:    to,
+		now:   cfg.Now,
+		rand:  cfg.Rand,
+		evict: newRing(min(cfg.MaxFlows, evictRing)),
+		binds: newBindings(),
+	}
+	// Second 0 of the engine's clock is a second before New, so that a
+	// flow's timestamps are never zero and a clock read just before New
+	// does not wrap.
+	if e.now != nil {
+		e.epoch = e.now().Add(-time.Second)
+	} else {
+		e.base = coarseSince() - time.Second
+	}
+	e.t = newTable(cfg.MaxFlows, uint64(cfg.Rand())<<32|uint64(cfg.Rand()))
+	now := e.clock()
+	e.wheel = newWheel(to.longest(), now)
+	e.reaped.Store(now)
+	return e, nil
+}
+
+// clock returns the engine's time in seconds.
+func (e *Engine) clock() uint32 {
+	var d time.Duration
+	if e.now == nil {
+		d = coarseSince() - e.base
+	} else {
+		d = e.now().Sub(e.epoch)
+	}
+	if d < 0 {
+		return 0
+	}
+	return uint32(d / time.Second)
+}
+
+// SetRules validates r and makes it the rules every packet sees from then on,
+// swapping the snapshot atomically. Flows whose translation the new rules
+// still give are kept; the others are removed (Stats.Retired). An error
+// names the field at fault, and leaves the old rules in place.
+func (e *Engine) SetRules(r Rules) error {
+	s, err := compile(r)
+	if err != nil {
+		return err
+	}
+	e.rules.Store(s)
+	e.retire()
+	return nil
+}
+
+// retireChunk is how many slots SetRules examines per hold of Engine.mu,
+// so that new flows are not held up for a whole table scan.
+const retireChunk = 4096
+
+// retire removes the flows the current rules no longer give. A flow created
+// concurrently takes Engine.mu and reloads the rules first, so it is created
+// under the new rules or examined here.
+func (e *Engine) retire() {
+	for start := uint32(1); ; start += retireChunk {
+		e.mu.Lock()
+		s := e.rules.Load()
+		end := min(start+retireChunk, e.t.used+1)
+		for i := start; i < end; i++ {
+			f := e.t.flow(i)
+			if f.kind&kindLive != 0 && !s.holds(f) {
+				e.remove(i)
+				e.stats.retired.Add(1)
+			}
+		}
+		done := end > e.t.used
+		e.mu.Unlock()
+		if done {
+			return
+		}
+	}
+}
+
+// holds reports whether the rules still give flow f its translation.
+func (s *snapshot) holds(f *flow) bool {
+	if (f.kind&kindV6 != 0) != s.v6 || !s.isLocal(&f.local) || !s.isRemote(&f.remote) || !s.global.contains(&f.global) {
+		return false
+	}
+	if f.kind&kindInbound != 0 {
+		i, ok := s.byGlob[f.global]
+		return ok && s.ingress[i].local == f.local
+	}
+	return s.egressAllowed(&f.local, &f.global)
+}
+
+// Egress translates packet b, leaving for remote cluster remote, decoded
+// into p; it rewrites b and p in place and returns false to drop b. Packets
+// from a local address to the remote's global CIDR are translated; others
+// pass untouched.
+func (e *Engine) Egress(remote int, b []byte, p *packet.Parsed) bool {
+	s := e.rules.Load()
+	if s == nil || (p.Version == 6) != s.v6 || remote < 0 || remote >= len(s.remotes) ||
+		!s.remote[remote] || !s.remotes[remote].contains(&p.Dst) {
+		return true
+	}
+	now := e.clock()
+	e.maybeReap(now)
+	if p.FragOffset != 0 {
+		return e.egressFragment(s, b, p, now)
+	}
+	if isICMPError(p) {
+		return e.egressError(s, b, p)
+	}
+	k := key{a: p.Src, ap: p.SrcPort, b: p.Dst, bp: p.DstPort, proto: p.Proto, v6: p.Version == 6}
+	var g [16]byte
+	var gp, lp uint16
+	if f, _, st := e.t.lookup(&k); st != nil {
+		e.touch(f, now, f.kind&kindInbound != 0, p.TCPFlags)
+		g, gp, lp = f.global, f.gport, f.lport
+		st.Unlock()
+	} else {
+		if !s.isLocal(&p.Src) {
+			return true
+		}
+		var r DropReason
+		if g, gp, r = e.newEgress(&k, p, now); r != dropNone {
+			return e.drop(r)
+		}
+		lp = p.SrcPort
+	}
+	if p.MoreFragments && !e.frags.record(p, g, now) {
+		return e.drop(DropFragmentsFull)
+	}
+	packet.SetSrcAddr(b, p, g)
+	if gp != lp {
+		packet.SetSrcPort(b, p, gp)
+	}
+	return true
+}
+
+// Ingress translates packet b, arrived from remote cluster remote, decoded
+// into p; it rewrites b and p in place and returns false to drop b. Packets
+// from the remote's global CIDR to this cluster's global CIDR are
+// translated; others pass untouched.
+func (e *Engine) Ingress(remote int, b []byte, p *packet.Parsed) bool {
+	s := e.rules.Load()
+	if s == nil || (p.Version == 6) != s.v6 || !s.global.contains(&p.Dst) || remote < 0 ||
+		remote >= len(s.remotes) || !s.remote[remote] || !s.remotes[remote].contains(&p.Src) {
+		return true
+	}
+	now := e.clock()
+	e.maybeReap(now)
+	if p.FragOffset != 0 {
+		return e.ingressFragment(s, b, p, now)
+	}
+	if isICMPError(p) {
+		return e.ingressError(b, p)
+	}
+	k := key{a: p.Src, ap: p.SrcPort, b: p.Dst, bp: p.DstPort, proto: p.Proto, v6: p.Version == 6}
+	var l [16]byte
+	var lp, gp uint16
+	if f, _, st := e.t.lookup(&k); st != nil {
+		e.touch(f, now, f.kind&kindInbound == 0, p.TCPFlags)
+		l, lp, gp = f.local, f.lport, f.gport
+		st.Unlock()
+	} else {
+		var r DropReason
+		if l, lp, r = e.newIngress(&k, p, now); r != dropNone {
+			return e.drop(r)
+		}
+		gp = p.DstPort
+	}
+	if p.MoreFragments && !e.frags.record(p, l, now) {
+		return e.drop(DropFragmentsFull)
+	}
+	packet.SetDstAddr(b, p, l)
+	if lp != gp {
+		packet.SetDstPort(b, p, lp)
+	}
+	return true
+}
+
+// dropNone is the DropReason slot of "no drop" in internal results; it is
+// never counted.
+const dropNone = numDropReasons
+
+// touch records a packet of flow f at second now, in the reply direction if
+// reply, with TCP flags flags.
+func (e *Engine) touch(f *flow, now uint32, reply bool, flags uint8) {
+	if f.seen.Load() != now {
+		f.seen.Store(now)
+	}
+	for {
+		old := f.st.Load()
+		st := advance(old, f.proto, reply, flags)
+		if st == old || f.st.CompareAndSwap(old, st) {
+			return
+		}
+	}
+}
+
+// mayStart reports whether p may create a flow: not a TCP RST (RFC 5382
+// keeps state for connections, not for resets), and of ICMP only an echo
+// request.
+func mayStart(p *packet.Parsed) bool {
+	switch p.Proto {
+	case protoTCP:
+		return p.TCPFlags&packet.TCPFlagRST == 0
+	case protoICMPv4:
+		return p.Version == 4 && p.ICMPType == packet.ICMPv4EchoRequest
+	case protoICMPv6:
+		return p.Version == 6 && p.ICMPType == packet.ICMPv6EchoRequest
+	}
+	return true
+}
+
+func isEcho(p *packet.Parsed) bool {
+	switch {
+	case p.Version == 4 && p.Proto == protoICMPv4:
+		return p.ICMPType == packet.ICMPv4EchoRequest || p.ICMPType == packet.ICMPv4EchoReply
+	case p.Version == 6 && p.Proto == protoICMPv6:
+		return p.ICMPType == packet.ICMPv6EchoRequest || p.ICMPType == packet.ICMPv6EchoReply
+	}
+	return false
+}
+
+// newEgress creates the flow of egress packet p (key k) and returns its
+// global address and port.
+func (e *Engine) newEgress(k *key, p *packet.Parsed, now uint32) ([16]byte, uint16, DropReason) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	// An inbound flow created meanwhile may own this tuple.
+	if i, dir := e.t.find(k); i != 0 && dir == dirEgress {
+		f := e.t.flow(i)
+		e.touch(f, now, f.kind&kindInbound != 0, p.TCPFlags)
+		return f.global, f.gport, dropNone
+	}
+	if !mayStart(p) {
+		return [16]byte{}, 0, DropNoFlow
+	}
+	s := e.rules.Load()
+	if !s.isLocal(&k.a) || !s.isRemote(&k.b) {
+		// The rules changed since the packet was classified; it no longer
+		// belongs to Globalnet, and one packet is not worth a second pass.
+		return [16]byte{}, 0, DropNoRule
+	}
+	g, ok := s.egressAddr(&k.a)
+	if !ok {
+		return [16]byte{}, 0, DropNoRule
+	}
+	if r := e.makeRoom(now); r != dropNone {
+		return [16]byte{}, 0, r
+	}
+	c := flow{local: k.a, lport: k.ap, remote: k.b, rport: k.bp, global: g, proto: k.proto}
+	e.setKind(&c, p, 0)
+	gp, ok := e.allocPort(&c)
+	if !ok {
+		return [16]byte{}, 0, DropPoolExhausted
+	}
+	c.gport = gp
+	e.insert(&c, p, now)
+	if c.proto == protoUDP {
+		e.binds.hold(endpoint{c.local, c.lport}, endpoint{c.global, gp})
+	}
+	return c.global, gp, dropNone
+}
+
+// newIngress creates the inbound flow of ingress packet p (key k) from an
+// ingress rule and returns its local address and port.
+func (e *Engine) newIngress(k *key, p *packet.Parsed, now uint32) ([16]byte, uint16, DropReason) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	// Another goroutine may have created the flow since the lookup.
+	if i, dir := e.t.find(k); i != 0 && dir == dirIngress {
+		f := e.t.flow(i)
+		e.touch(f, now, f.kind&kindInbound == 0, p.TCPFlags)
+		return f.local, f.lport, dropNone
+	}
+	s := e.rules.Load()
+	r, ok := s.byGlob[k.b]
+	if !ok {
+		return [16]byte{}, 0, DropNoRule
+	}
+	if !mayStart(p) {
+		return [16]byte{}, 0, DropNoFlow
+	}
+	c := flow{local: s.ingress[r].local, lport: k.bp, remote: k.a, rport: k.ap, global: k.b, gport: k.bp, proto: k.proto}
+	e.setKind(&c, p, kindInbound)
+	ek := c.key(dirEgress)
+	if i, _ := e.t.find(&ek); i != 0 {
+		return [16]byte{}, 0, DropConflict
+	}
+	if r := e.makeRoom(now); r != dropNone {
+		return [16]byte{}, 0, r
+	}
+	e.insert(&c, p, now)
+	return c.local, c.lport, dropNone
+}
+
+func (e *Engine) setKind(c *flow, p *packet.Parsed, kind uint8) {
+	c.kind = kindLive | kind
+	if p.Version == 6 {
+		c.kind |= kindV6
+	}
+	if isEcho(p) {
+		c.kind |= kindEcho
+		c.rport = 0
+	}
+}
+
+// insert stores candidate flow c, applies its first packet p and schedules
+// it; it returns the flow's index. Under e.mu, with room made.
+func (e *Engine) insert(c *flow, p *packet.Parsed, now uint32) uint32 {
+	i := e.t.alloc()
+	f := e.t.flow(i)
+	f.local, f.global, f.remote = c.local, c.global, c.remote
+	f.lport, f.gport, f.rport = c.lport, c.gport, c.rport
+	f.proto, f.kind = c.proto, c.kind
+	f.created = now
+	f.seen.Store(now)
+	st := advance(initialState(c.proto), c.proto, false, p.TCPFlags)
+	f.st.Store(st)
+	e.t.link(i)
+	r := ref{i, f.gen}
+	e.wheel.add(r, e.to.check(f, st, now, now))
+	e.evict.push(r)
+	e.live.Add(1)
+	e.stats.newFlows.Add(1)
+	return i
+}
+
+// remove deletes live flow i. Under e.mu.
+func (e *Engine) remove(i uint32) {
+	f := e.t.flow(i)
+	if f.proto == protoUDP && f.kind&kindInbound == 0 {
+		e.binds.release(endpoint{f.local, f.lport})
+	}
+	e.t.unlink(i)
+	e.live.Add(-1)
+}
+
+// makeRoom ensures the table can take one more flow: at MaxFlows it removes
+// the expired flows, then evicts the oldest remembered flow that never saw a
+// reply. A flow that has seen a reply is never evicted. Under e.mu.
+func (e *Engine) makeRoom(now uint32) DropReason {
+	if e.live.Load() < int64(e.t.max) {
+		return dropNone
+	}
+	e.reap(now, -1)
+	for e.live.Load() >= int64(e.t.max) {
+		r, ok := e.evict.pop()
+		if !ok {
+			return DropTableFull
+		}
+		f := e.t.flow(r.idx)
+		if f.gen != r.gen || f.kind&kindLive == 0 || f.st.Load()&stReplied != 0 {
+			continue
+		}
+		e.remove(r.idx)
+		e.stats.evicted.Add(1)
+	}
+	return dropNone
+}
+
+// maybeReap advances the wheel when a new second has begun, unless another
+// goroutine is busy with the table's structure: the next packet will try
+// again.
+func (e *Engine) maybeReap(now uint32) {
+	if e.reaped.Load() == now || !e.mu.TryLock() {
+		return
+	}
+	e.reap(now, reapBudget)
+	e.mu.Unlock()
+}
+
+// reapAll removes every expired flow.
+func (e *Engine) reapAll() {
+	now := e.clock()
+	e.mu.Lock()
+	e.reap(now, -1)
+	e.mu.Unlock()
+}
+
+// reap processes the wheel up to second now, examining at most budget refs
+// (no limit when negative). Under e.mu.
+func (e *Engine) reap(now uint32, budget int) {
+	for ; budget != 0; budget-- {
+		r, ok := e.wheel.next(now)
+		if !ok {
+			e.reaped.Store(now)
+			return
+		}
+		f := e.t.flow(r.idx)
+		if f.gen != r.gen || f.kind&kindLive == 0 {
+			continue
+		}
+		st, seen := f.st.Load(), f.seen.Load()
+		if int32(now-(seen+e.to.of(f, st))) >= 0 {
+			e.remove(r.idx)
+			e.stats.expired.Add(1)
+			continue
+		}
+		e.wheel.add(r, e.to.check(f, st, seen, now))
+	}
+}
