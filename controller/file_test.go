@@ -47,6 +47,11 @@ func FuzzParseGatewayConfig(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(example)
+	globalnet, err := os.ReadFile("../deploy/examples/gateway-g1-globalnet.yaml")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(globalnet)
 	f.Add([]byte("cluster: {id: c1, podCIDRs: [10.8.0.0/16]}\ntransport: {type: vxlan}\nremotes: [{id: c2, podCIDRs: [10.8.0.0/17], endpoint: '::1'}]\n"))
 	f.Add([]byte("remotes: [{}, {id: c1}]\ntun: {mtu: -1}\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -64,4 +69,23 @@ func FuzzParseGatewayConfig(f *testing.F) {
 			t.Fatalf("a validated config fails a second validation: %v", err)
 		}
 	})
+}
+
+func TestGlobalnetExampleConfigLoads(t *testing.T) {
+	cfg, err := LoadGatewayConfig("../deploy/examples/gateway-g1-globalnet.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := cfg.Globalnet
+	if g == nil || g.GlobalCIDR != "242.1.0.0/16" || len(g.EgressPools) != 2 || len(g.Ingress) != 2 || cfg.Remotes[0].GlobalCIDR != "242.2.0.0/16" {
+		t.Fatalf("unexpected Globalnet config %+v", g)
+	}
+}
+
+func TestLoadRefusesMisspeltGlobalnetField(t *testing.T) {
+	p := writeFile(t, "globalnet:\n  globalRange: 242.1.0.0/16\n")
+	_, err := LoadGatewayConfig(p)
+	if err == nil || !strings.Contains(err.Error(), "globalRange") {
+		t.Fatalf("err = %v, want it to name the unknown field globalRange", err)
+	}
 }

@@ -40,9 +40,12 @@ type Config struct {
 	// UnderlayMTU is the MTU of the network between gateways; the TUN MTU is
 	// this less the transport's overhead.
 	UnderlayMTU int `json:"underlayMTU,omitempty"`
-	// MetricsAddress is where /metrics (Prometheus) and /status are served;
-	// empty disables the listener.
+	// MetricsAddress is where /metrics (Prometheus), /status and /flows are
+	// served; empty disables the listener.
 	MetricsAddress string `json:"metricsAddress,omitempty"`
+	// Globalnet, if set, translates between this cluster's addresses and
+	// its global CIDR; see globalnet.go.
+	Globalnet *Globalnet `json:"globalnet,omitempty"`
 }
 
 // Cluster is the local cluster.
@@ -96,9 +99,14 @@ type VXLANLocalConfig struct {
 
 // Remote is a cluster this gateway connects to.
 type Remote struct {
-	ID           string   `json:"id"`
-	PodCIDRs     []string `json:"podCIDRs"`
-	ServiceCIDRs []string `json:"serviceCIDRs"`
+	ID string `json:"id"`
+	// PodCIDRs and ServiceCIDRs are routed to the remote without Globalnet;
+	// with Globalnet they are optional and not used.
+	PodCIDRs     []string `json:"podCIDRs,omitempty"`
+	ServiceCIDRs []string `json:"serviceCIDRs,omitempty"`
+	// GlobalCIDR is the remote's global CIDR, required with Globalnet: it is
+	// what is routed to the remote and what its packets may come from.
+	GlobalCIDR string `json:"globalCIDR,omitempty"`
 	// Endpoint is the remote gateway's underlay address, "IP" or "IP:port".
 	Endpoint  string                 `json:"endpoint"`
 	WireGuard *WireGuardRemoteConfig `json:"wireguard,omitempty"`
@@ -124,15 +132,20 @@ var clusterNameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 
 // spec is a validated Config with its addresses parsed.
 type spec struct {
-	cfg     Config
-	local   []netip.Prefix // pod then service CIDRs of the local cluster
-	remotes []remoteSpec
-	tunAddr netip.Prefix // zero if unset
-	port    uint16
+	cfg             Config
+	local           []netip.Prefix // pod then service CIDRs of the local cluster
+	podPrefixes     []netip.Prefix
+	servicePrefixes []netip.Prefix
+	remotes         []remoteSpec
+	tunAddr         netip.Prefix // zero if unset
+	port            uint16
+	globalnet       *globalnetSpec // nil when Globalnet is off
 }
 
 type remoteSpec struct {
-	id       string
+	id string
+	// cidrs are routed to the remote and are the only sources it may send
+	// from: its pod and service CIDRs, or with Globalnet its global CIDR.
 	cidrs    []netip.Prefix
 	endpoint netip.AddrPort
 }
@@ -171,6 +184,9 @@ func (c *Config) applyDefaults() {
 	if c.Transport.Type == TransportWireGuard && c.Transport.WireGuard != nil && c.Transport.WireGuard.UAPIName == "" {
 		c.Transport.WireGuard.UAPIName = c.TUN.Name
 	}
+	if c.Globalnet != nil {
+		c.Globalnet.applyDefaults()
+	}
 }
 
 func (c *Config) build() (*spec, error) {
@@ -181,7 +197,9 @@ func (c *Config) build() (*spec, error) {
 	if !clusterNameRE.MatchString(c.Cluster.ID) || len(c.Cluster.ID) > 63 {
 		errs.add("cluster.id", "%q is not a DNS-1123 label; use lower-case letters, digits and '-', at most 63 characters", c.Cluster.ID)
 	}
-	s.local = parseCIDRs(&errs, "cluster", c.Cluster.PodCIDRs, c.Cluster.ServiceCIDRs)
+	s.podPrefixes = parseCIDRs(&errs, "cluster.podCIDRs", c.Cluster.PodCIDRs)
+	s.servicePrefixes = parseCIDRs(&errs, "cluster.serviceCIDRs", c.Cluster.ServiceCIDRs)
+	s.local = append(slices.Clip(s.podPrefixes), s.servicePrefixes...)
 
 	if c.TUN.Address != "" {
 		p, err := parseHostOrPrefix(c.TUN.Address)
@@ -243,8 +261,8 @@ func (c *Config) build() (*spec, error) {
 		} else {
 			ids[r.ID] = f + ".id"
 		}
-		rs := remoteSpec{id: r.ID, cidrs: parseCIDRs(&errs, f, r.PodCIDRs, r.ServiceCIDRs)}
-		if len(r.PodCIDRs)+len(r.ServiceCIDRs) == 0 {
+		rs := remoteSpec{id: r.ID, cidrs: append(parseCIDRs(&errs, f+".podCIDRs", r.PodCIDRs), parseCIDRs(&errs, f+".serviceCIDRs", r.ServiceCIDRs)...)}
+		if len(r.PodCIDRs)+len(r.ServiceCIDRs) == 0 && c.Globalnet == nil {
 			errs.add(f+".podCIDRs", "remote %q has no CIDRs; list its podCIDRs and serviceCIDRs", r.ID)
 		}
 		ep, err := parseEndpoint(r.Endpoint, DefaultPort)
@@ -268,7 +286,8 @@ func (c *Config) build() (*spec, error) {
 		}
 		s.remotes = append(s.remotes, rs)
 	}
-	errs = append(errs, overlapErrors(c, s)...)
+	c.buildGlobalnet(&errs, s)
+	errs = append(errs, overlapErrors(c)...)
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("invalid gateway config:\n  %w", joinLines(errs))
 	}
@@ -276,8 +295,9 @@ func (c *Config) build() (*spec, error) {
 }
 
 // overlapErrors reports CIDRs shared by two clusters: routing by destination
-// would be ambiguous, which is what Globalnet exists to solve.
-func overlapErrors(c *Config, s *spec) errList {
+// would be ambiguous, which is what Globalnet exists to solve. With Globalnet
+// on, only a cluster's own ranges must not overlap each other.
+func overlapErrors(c *Config) errList {
 	type owned struct {
 		cluster, field string
 		p              netip.Prefix
@@ -308,6 +328,9 @@ func overlapErrors(c *Config, s *spec) errList {
 					errs.add(b.field, "%s overlaps %s %s of the same cluster; list each range once", b.p, a.field, a.p)
 					continue
 				}
+				if c.Globalnet != nil {
+					continue
+				}
 				errs.add(b.field, "%s of cluster %q overlaps %s %s of cluster %q; give the clusters distinct CIDRs, or connect them through Globalnet", b.p, b.cluster, a.field, a.p, a.cluster)
 			}
 		}
@@ -315,24 +338,24 @@ func overlapErrors(c *Config, s *spec) errList {
 	return errs
 }
 
-func parseCIDRs(errs *errList, base string, pods, svcs []string) []netip.Prefix {
+// parseCIDRs parses the list at field, reporting each bad entry.
+func parseCIDRs(errs *errList, field string, vals []string) []netip.Prefix {
 	var out []netip.Prefix
-	for _, set := range []struct {
-		name string
-		vals []string
-	}{{"podCIDRs", pods}, {"serviceCIDRs", svcs}} {
-		for i, v := range set.vals {
-			p, err := netip.ParsePrefix(v)
-			switch {
-			case err != nil:
-				errs.add(fmt.Sprintf("%s.%s[%d]", base, set.name, i), "%q is not a CIDR; write it like 10.8.0.0/16", v)
-				continue
-			case p != p.Masked():
-				errs.add(fmt.Sprintf("%s.%s[%d]", base, set.name, i), "%q has host bits set; did you mean %s?", v, p.Masked())
-				continue
-			}
-			out = append(out, p)
+	for i, v := range vals {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		p, err := netip.ParsePrefix(v)
+		switch {
+		case err != nil:
+			errs.add(f, "%q is not a CIDR; write it like 10.8.0.0/16", v)
+			continue
+		case p != p.Masked():
+			errs.add(f, "%q has host bits set; did you mean %s?", v, p.Masked())
+			continue
+		case p.Overlaps(linkLocal):
+			errs.add(f, "%s overlaps %s, which Calico uses for its pods' gateway; choose another range", p, linkLocal)
+			continue
 		}
+		out = append(out, p)
 	}
 	return out
 }

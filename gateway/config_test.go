@@ -1,8 +1,12 @@
 package gateway
 
 import (
+	"net/netip"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/snorkel-net/snorkel/natengine"
 )
 
 func validConfig() Config {
@@ -87,5 +91,197 @@ func TestValidateReportsEveryProblemAtOnce(t *testing.T) {
 		if !strings.Contains(err.Error(), f) {
 			t.Errorf("error does not mention %s:\n%v", f, err)
 		}
+	}
+}
+
+// globalnetConfig is validConfig with Globalnet on and the remote's pod and
+// service CIDRs the same as the local ones, as Globalnet allows.
+func globalnetConfig() Config {
+	c := validConfig()
+	c.TUN.Address = "10.8.0.1"
+	c.Globalnet = &Globalnet{
+		GlobalCIDR: "242.1.0.0/16",
+		EgressPools: []EgressPool{
+			{Name: "blue", Kind: PoolKindNamespace, Members: []string{"10.8.1.0/24"}},
+			{Name: "blue-db", Kind: PoolKindPodSelector, Members: []string{"10.8.1.7"}, GlobalIPs: GlobalIPs{IPs: []string{"242.1.0.100"}}},
+		},
+		Ingress: []GlobalIngress{
+			{Name: "web", Kind: IngressKindService, GlobalIP: "242.1.0.200", LocalIP: "10.88.0.10"},
+			{Name: "db-0", Kind: IngressKindHeadlessPod, GlobalIP: "242.1.0.201", LocalIP: "10.8.2.5"},
+		},
+	}
+	c.Remotes[0].PodCIDRs = c.Cluster.PodCIDRs
+	c.Remotes[0].ServiceCIDRs = c.Cluster.ServiceCIDRs
+	c.Remotes[0].GlobalCIDR = "242.2.0.0/16"
+	return c
+}
+
+func TestGlobalnetResolvesRules(t *testing.T) {
+	c := globalnetConfig()
+	s, err := c.build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := s.globalnet.rules
+	a := netip.MustParseAddr
+	var egress []netip.Addr
+	for i := 1; i <= DefaultClusterEgressIPs; i++ {
+		egress = append(egress, netip.AddrFrom4([4]byte{242, 1, 0, byte(i)}))
+	}
+	if !slices.Equal(r.ClusterEgress, egress) {
+		t.Errorf("cluster egress %v, want the first %d addresses of 242.1.0.0/16: %v", r.ClusterEgress, DefaultClusterEgressIPs, egress)
+	}
+	if len(r.Pools) != 2 || !slices.Equal(r.Pools[0].IPs, []netip.Addr{a("242.1.0.9")}) || r.Pools[0].Kind != natengine.PoolNamespace {
+		t.Errorf("pool blue %+v, want one counted IP after the cluster egress IPs, 242.1.0.9", r.Pools[0])
+	}
+	if !slices.Equal(r.Pools[1].IPs, []netip.Addr{a("242.1.0.100")}) || r.Pools[1].Kind != natengine.PoolPodSelector ||
+		!slices.Equal(r.Pools[1].Members, []netip.Prefix{netip.MustParsePrefix("10.8.1.7/32")}) {
+		t.Errorf("pool blue-db %+v, want member 10.8.1.7/32 and IP 242.1.0.100", r.Pools[1])
+	}
+	want := []natengine.Ingress{
+		{Name: "web", Kind: natengine.IngressService, Global: a("242.1.0.200"), Local: a("10.88.0.10")},
+		{Name: "db-0", Kind: natengine.IngressHeadlessPod, Global: a("242.1.0.201"), Local: a("10.8.2.5")},
+	}
+	if !slices.Equal(r.Ingress, want) {
+		t.Errorf("ingress %+v, want %+v", r.Ingress, want)
+	}
+	if r.Global != netip.MustParsePrefix("242.1.0.0/16") || !slices.Equal(r.Remotes, []netip.Prefix{netip.MustParsePrefix("242.2.0.0/16")}) {
+		t.Errorf("global %v remotes %v", r.Global, r.Remotes)
+	}
+	if !slices.Equal(s.remotes[0].cidrs, r.Remotes) {
+		t.Errorf("remote c2 routes %v, want only its global CIDR", s.remotes[0].cidrs)
+	}
+	if c.Globalnet.Supernet != DefaultSupernet || *c.Globalnet.ClusterEgress.NumberOfIPs != DefaultClusterEgressIPs {
+		t.Errorf("defaults not applied: %+v", c.Globalnet)
+	}
+}
+
+func TestGlobalnetTranslatesTheTUNAddressOutsideThePodCIDRs(t *testing.T) {
+	c := globalnetConfig()
+	c.TUN.Address = "192.168.50.1"
+	s, err := c.build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(s.globalnet.rules.Local, netip.MustParsePrefix("192.168.50.1/32")) {
+		t.Errorf("Local %v lacks the TUN address: ICMP errors of the node would leave untranslated", s.globalnet.rules.Local)
+	}
+}
+
+func TestGlobalnetExplicitClusterEgressAndZero(t *testing.T) {
+	c := globalnetConfig()
+	c.Globalnet.ClusterEgress = GlobalIPs{IPs: []string{"242.1.3.1", "242.1.3.2"}}
+	s, err := c.build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.globalnet.rules.ClusterEgress; len(got) != 2 || got[0] != netip.MustParseAddr("242.1.3.1") {
+		t.Errorf("cluster egress %v, want the two listed", got)
+	}
+	if got := s.globalnet.rules.Pools[0].IPs; got[0] != netip.MustParseAddr("242.1.0.1") {
+		t.Errorf("counted pool got %v; with no counted cluster egress it starts at 242.1.0.1", got)
+	}
+	zero := 0
+	c = globalnetConfig()
+	c.Globalnet.ClusterEgress = GlobalIPs{NumberOfIPs: &zero}
+	if s, err = c.build(); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.globalnet.rules.ClusterEgress) != 0 {
+		t.Errorf("numberOfIPs 0 gave %v", s.globalnet.rules.ClusterEgress)
+	}
+}
+
+func TestGlobalnetValidateNamesFieldAndFix(t *testing.T) {
+	n := func(v int) *int { return &v }
+	for _, tc := range []struct {
+		name   string
+		mutate func(*Config)
+		want   []string
+	}{
+		{"global IP outside the global CIDR", func(c *Config) { c.Globalnet.Ingress[0].GlobalIP = "242.2.0.5" },
+			[]string{"globalnet.ingress[0].globalIP", "outside globalnet.globalCIDR 242.1.0.0/16"}},
+		{"pool IP outside the global CIDR", func(c *Config) { c.Globalnet.EgressPools[1].IPs = []string{"10.8.0.9"} },
+			[]string{"globalnet.egressPools[1].ips[0]", "outside globalnet.globalCIDR"}},
+		{"same-kind pools overlap", func(c *Config) {
+			c.Globalnet.EgressPools[1].Kind = PoolKindNamespace
+		}, []string{"globalnet.egressPools[1].members", "10.8.1.7/32 overlaps 10.8.1.0/24", `pool "blue"`}},
+		{"pools share an IP", func(c *Config) { c.Globalnet.EgressPools[0].GlobalIPs = GlobalIPs{IPs: []string{"242.1.0.100"}} },
+			[]string{"globalnet.egressPools[1].ips[0]", "242.1.0.100 is already globalnet.egressPools[0].ips[0]"}},
+		{"explicit IP inside the counted cluster egress range", func(c *Config) { c.Globalnet.Ingress[0].GlobalIP = "242.1.0.3" },
+			[]string{"globalnet.ingress[0].globalIP", "one of the 8 cluster egress IPs", "after 242.1.0.8"}},
+		{"global CIDR in 169.254.0.0/16", func(c *Config) {
+			c.Globalnet.Supernet = "169.254.0.0/16"
+			c.Globalnet.GlobalCIDR = "169.254.0.0/24"
+		}, []string{"globalnet.supernet", "globalnet.globalCIDR", "169.254.0.0/16", "Calico"}},
+		{"pod CIDR in 169.254.0.0/16", func(c *Config) { c.Cluster.PodCIDRs = []string{"169.254.0.0/17"} },
+			[]string{"cluster.podCIDRs[0]", "Calico"}},
+		{"global CIDRs of two clusters overlap", func(c *Config) { c.Remotes[0].GlobalCIDR = "242.1.128.0/17" },
+			[]string{"remotes[0].globalCIDR", "overlaps globalnet.globalCIDR 242.1.0.0/16"}},
+		{"remote without global CIDR", func(c *Config) { c.Remotes[0].GlobalCIDR = "" },
+			[]string{"remotes[0].globalCIDR", `remote "c2" has no globalCIDR`}},
+		{"global CIDR outside the supernet", func(c *Config) { c.Globalnet.GlobalCIDR = "100.64.0.0/16" },
+			[]string{"globalnet.globalCIDR", "outside globalnet.supernet 242.0.0.0/8"}},
+		{"global CIDR overlaps the pod CIDR", func(c *Config) {
+			c.Globalnet.Supernet = "10.0.0.0/8"
+			c.Globalnet.GlobalCIDR = "10.8.0.0/16"
+		}, []string{"globalnet.globalCIDR", "overlaps this cluster's own CIDR 10.8.0.0/16"}},
+		{"missing global CIDR", func(c *Config) { c.Globalnet.GlobalCIDR = "" }, []string{"globalnet.globalCIDR", "is required"}},
+		{"IPv6 global CIDR", func(c *Config) { c.Globalnet.GlobalCIDR = "fd00::/64" }, []string{"globalnet.globalCIDR", "IPv4 only"}},
+		{"too many cluster egress IPs", func(c *Config) { c.Globalnet.ClusterEgress.NumberOfIPs = n(21) },
+			[]string{"globalnet.clusterEgress.numberOfIPs", "0 to 20"}},
+		{"both listed and counted", func(c *Config) {
+			c.Globalnet.ClusterEgress = GlobalIPs{IPs: []string{"242.1.9.9"}, NumberOfIPs: n(2)}
+		}, []string{"globalnet.clusterEgress", "not both"}},
+		{"pool with no IPs", func(c *Config) { c.Globalnet.EgressPools[0].NumberOfIPs = n(0) },
+			[]string{"globalnet.egressPools[0].numberOfIPs", "1 to 20"}},
+		{"unknown pool kind", func(c *Config) { c.Globalnet.EgressPools[0].Kind = "label" },
+			[]string{"globalnet.egressPools[0].kind", "namespace or podSelector"}},
+		{"pool member outside the pod CIDRs", func(c *Config) { c.Globalnet.EgressPools[0].Members = []string{"10.88.0.0/24"} },
+			[]string{"globalnet.egressPools[0].members[0]", "not inside cluster.podCIDRs"}},
+		{"service ingress to a pod address", func(c *Config) { c.Globalnet.Ingress[0].LocalIP = "10.8.0.20" },
+			[]string{"globalnet.ingress[0].localIP", "cluster.serviceCIDRs"}},
+		{"unknown ingress kind", func(c *Config) { c.Globalnet.Ingress[1].Kind = "pod" },
+			[]string{"globalnet.ingress[1].kind", "service or headlessPod"}},
+		{"duplicate ingress name", func(c *Config) { c.Globalnet.Ingress[1].Name = "web" },
+			[]string{"globalnet.ingress[1].name", "already the name of globalnet.ingress[0]"}},
+		{"two global IPs for one pod", func(c *Config) {
+			c.Globalnet.Ingress[1].LocalIP = "10.88.0.10"
+			c.Globalnet.Ingress[1].Kind = IngressKindService
+		},
+			[]string{"globalnet.ingress[1].localIP", "already the local address of globalnet.ingress[0]"}},
+		{"global CIDR of a remote with Globalnet off", func(c *Config) {
+			c.Globalnet = nil
+			c.Remotes[0].PodCIDRs = []string{"10.9.0.0/16"}
+			c.Remotes[0].ServiceCIDRs = []string{"10.99.0.0/16"}
+		}, []string{"remotes[0].globalCIDR", "Globalnet is off"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := globalnetConfig()
+			tc.mutate(&c)
+			err := c.Validate()
+			if err == nil {
+				t.Fatal("Validate accepted a bad config")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestGlobalnetAllowsOverlappingClusterCIDRsAndValidatesTwice(t *testing.T) {
+	c := globalnetConfig()
+	if err := c.Validate(); err != nil {
+		t.Fatalf("overlapping pod and service CIDRs refused with Globalnet on: %v", err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("second validation: %v", err)
+	}
+	c.Remotes[0].PodCIDRs, c.Remotes[0].ServiceCIDRs = nil, nil
+	if err := c.Validate(); err != nil {
+		t.Fatalf("a remote with only a global CIDR refused: %v", err)
 	}
 }

@@ -4,7 +4,8 @@
 // to the tunnel MTU and hands the batch to a transport; in the other
 // direction it takes decapsulated batches from the transport, drops any packet
 // whose inner source does not belong to the sending cluster, and writes the
-// rest to the device.
+// rest to the device. With Globalnet, remotes are known by their global CIDRs
+// and the NAT engine (package natengine) translates every packet on the way.
 //
 // Concurrency: one goroutine reads the device; transports call Deliver from
 // their own goroutines, possibly at once. Routing tables are immutable after
@@ -41,7 +42,8 @@ type Translator interface {
 // Options are the gateway's dependencies that do not belong in Config.
 type Options struct {
 	Logger *slog.Logger
-	// Translator, if set, translates every packet (Globalnet).
+	// Translator, if set, translates every packet in place of the NAT
+	// engine New starts for a config with Globalnet.
 	Translator Translator
 }
 
@@ -56,6 +58,9 @@ type Gateway struct {
 
 	remoteRoutes *routeTable // destination → remote index
 	localRoutes  *routeTable // this cluster's own CIDRs (and TUN address) → 0
+	// globalRoutes is this cluster's global CIDR with Globalnet, else nil:
+	// the only destinations a remote may address before translation.
+	globalRoutes *routeTable
 
 	pathMTU int // the largest inner packet the tunnel carries
 	mtu     int // the TUN device's MTU
@@ -64,6 +69,7 @@ type Gateway struct {
 
 	counters     []counters // one per remote, then one for unattributed drops
 	now          atomic.Int64
+	nowNano      atomic.Int64 // the same coarse clock, for the NAT engine
 	tooBigBudget atomic.Int64 // ICMP errors left in the current second
 	publicKey    string
 
@@ -86,6 +92,11 @@ func New(cfg Config, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g := newGateway(s, opts)
+	if s.globalnet != nil && g.xlate == nil {
+		if err := g.startNAT(); err != nil {
+			return nil, err
+		}
+	}
 	tr, key, err := newTransport(s, g, g.log)
 	if err != nil {
 		return nil, err
@@ -125,6 +136,9 @@ func newGateway(s *spec, opts Options) *Gateway {
 	}
 	g.remoteRoutes = newRouteTable(remote)
 	g.localRoutes = newRouteTable(local)
+	if s.globalnet != nil {
+		g.globalRoutes = newRouteTable([]route{{s.globalnet.rules.Global, 0}})
+	}
 	g.scratch.New = func() any { return newDeliverScratch(len(s.remotes)) }
 	g.tick()
 	return g
@@ -198,7 +212,9 @@ func (g *Gateway) clock() {
 }
 
 func (g *Gateway) tick() {
-	sec := time.Now().Unix()
+	t := time.Now()
+	g.nowNano.Store(t.UnixNano())
+	sec := t.Unix()
 	if g.now.Swap(sec) != sec {
 		g.tooBigBudget.Store(maxTooBigPerSecond)
 	}
@@ -342,8 +358,9 @@ func newDeliverScratch(remotes int) *deliverScratch {
 	return &deliverScratch{tallies: make([]tally, remotes)}
 }
 
-// Deliver is the ingress path: transport → anti-spoofing → device. It
-// implements transport.Deliverer.
+// Deliver is the ingress path: transport → anti-spoofing → (with Globalnet:
+// a destination in the global CIDR → translation) → a local destination →
+// device. It implements transport.Deliverer.
 func (g *Gateway) Deliver(peer int, bufs [][]byte, offset int) {
 	sc := g.scratch.Get().(*deliverScratch)
 	out := sc.out[:0]
@@ -357,6 +374,13 @@ func (g *Gateway) Deliver(peer int, bufs [][]byte, offset int) {
 		src := g.remoteRoutes.lookup(p.Version, &p.Src)
 		if src == noRoute || (peer != transport.PeerAny && src != peer) {
 			g.peerCounters(peer).drops[dropSpoofedSource].Add(1)
+			continue
+		}
+		// With Globalnet a remote reaches this cluster only at its global
+		// CIDR: the pod and service CIDRs behind it are the remote's own
+		// too, and must not be addressable untranslated.
+		if g.globalRoutes != nil && g.globalRoutes.lookup(p.Version, &p.Dst) == noRoute {
+			g.counters[src].drops[dropBadDestination].Add(1)
 			continue
 		}
 		if g.xlate != nil && !g.xlate.Ingress(src, pkt[:p.Length], p) {

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/snorkel-net/snorkel/natengine"
 	"github.com/snorkel-net/snorkel/transport"
 )
 
@@ -23,11 +24,28 @@ var (
 	descTxPkts  = prometheus.NewDesc("snorkel_gateway_tx_packets_total", "Packets read from the device and sent to a remote cluster.", []string{"remote_cluster"}, nil)
 	descDrops   = prometheus.NewDesc("snorkel_gateway_drops_total", "Packets the gateway discarded, by remote cluster (empty if none) and reason.", []string{"remote_cluster", "reason"}, nil)
 	descTrDrops = prometheus.NewDesc("snorkel_transport_drops_total", "Packets the transport discarded, by remote cluster (empty if unknown) and reason.", []string{"remote_cluster", "reason"}, nil)
+
+	descNATFlows     = prometheus.NewDesc("snorkel_nat_flows", "Globalnet connection-tracking entries now.", nil, nil)
+	descNATFragments = prometheus.NewDesc("snorkel_nat_fragments", "Globalnet first fragments whose followers are awaited now.", nil, nil)
+	descNATCreated   = prometheus.NewDesc("snorkel_nat_flows_created_total", "Globalnet flows created.", nil, nil)
+	descNATRemoved   = prometheus.NewDesc("snorkel_nat_flows_removed_total", "Globalnet flows removed, by cause: expired (idle), evicted (unreplied, to make room), retired (their rule went).", []string{"cause"}, nil)
+	descNATDrops     = prometheus.NewDesc("snorkel_nat_drops_total", "Packets Globalnet refused to translate, by reason.", []string{"reason"}, nil)
 )
+
+// natCounter is a translator that counts what it does: the NAT engine.
+type natCounter interface {
+	Stats() natengine.Stats
+}
+
+// flowLister is a translator that can list its connection-tracking table.
+type flowLister interface {
+	Flows() []natengine.Flow
+}
 
 // Describe implements prometheus.Collector.
 func (g *Gateway) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRxBytes, descTxBytes, descConns, descRxPkts, descTxPkts, descDrops, descTrDrops} {
+	for _, d := range []*prometheus.Desc{descRxBytes, descTxBytes, descConns, descRxPkts, descTxPkts, descDrops, descTrDrops,
+		descNATFlows, descNATFragments, descNATCreated, descNATRemoved, descNATDrops} {
 		ch <- d
 	}
 }
@@ -55,6 +73,18 @@ func (g *Gateway) Collect(ch chan<- prometheus.Metric) {
 	for _, d := range st.TransportDrops {
 		ch <- prometheus.MustNewConstMetric(descTrDrops, prometheus.CounterValue, float64(d.Count), d.Cluster, d.Reason)
 	}
+	if st.Globalnet != nil && st.Globalnet.NAT != nil {
+		n := st.Globalnet.NAT
+		ch <- prometheus.MustNewConstMetric(descNATFlows, prometheus.GaugeValue, float64(n.Flows))
+		ch <- prometheus.MustNewConstMetric(descNATFragments, prometheus.GaugeValue, float64(n.Fragments))
+		ch <- prometheus.MustNewConstMetric(descNATCreated, prometheus.CounterValue, float64(n.Created))
+		ch <- prometheus.MustNewConstMetric(descNATRemoved, prometheus.CounterValue, float64(n.Expired), "expired")
+		ch <- prometheus.MustNewConstMetric(descNATRemoved, prometheus.CounterValue, float64(n.Evicted), "evicted")
+		ch <- prometheus.MustNewConstMetric(descNATRemoved, prometheus.CounterValue, float64(n.Retired), "retired")
+		for reason, v := range n.Drops {
+			ch <- prometheus.MustNewConstMetric(descNATDrops, prometheus.CounterValue, float64(v), reason)
+		}
+	}
 }
 
 // TransportDrops returns what the transport discarded, if it counts drops.
@@ -65,8 +95,9 @@ func (g *Gateway) TransportDrops() []transport.Drop {
 	return nil
 }
 
-// Handler serves /metrics (Prometheus), /status (Stats as JSON), /healthz
-// and the Go profiler under /debug/pprof/.
+// Handler serves /metrics (Prometheus), /status (Stats as JSON), /flows
+// (the Globalnet connection-tracking table as JSON), /healthz and the Go
+// profiler under /debug/pprof/.
 func (g *Gateway) Handler() http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(g)
@@ -77,6 +108,17 @@ func (g *Gateway) Handler() http.Handler {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(g.Stats())
+	})
+	mux.HandleFunc("/flows", func(w http.ResponseWriter, _ *http.Request) {
+		fl, ok := g.xlate.(flowLister)
+		if !ok {
+			http.Error(w, "Globalnet is off on this gateway: it translates nothing and tracks no flows", http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(flowStatuses(fl.Flows()))
 	})
 	// Profiles of a gateway under load say where its time goes.
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -95,6 +137,12 @@ func (g *Gateway) Stats() Stats {
 		MTU:          g.mtu,
 		PublicKey:    g.publicKey,
 		Unattributed: g.unattributed().dropMap(),
+	}
+	if g.spec.globalnet != nil {
+		st.Globalnet = g.spec.globalnet.status()
+		if nc, ok := g.xlate.(natCounter); ok {
+			st.Globalnet.NAT = natStatus(nc.Stats())
+		}
 	}
 	for _, d := range g.TransportDrops() {
 		cluster := ""

@@ -35,6 +35,8 @@ type Stats struct {
 	// TransportDrops are the transport's own drops; Cluster is empty where
 	// the sender is unknown.
 	TransportDrops []TransportDrop `json:"transportDrops,omitempty"`
+	// Globalnet is set when Globalnet is on.
+	Globalnet *GlobalnetStatus `json:"globalnet,omitempty"`
 }
 
 // TransportDrop is a count of packets the transport discarded.

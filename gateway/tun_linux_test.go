@@ -8,6 +8,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // inFreshNetns runs f on a thread inside a new, empty network namespace,
@@ -116,5 +117,36 @@ func TestOpenTUNRefusesARouteThatIsTaken(t *testing.T) {
 			t.Error("the TUN device outlived the failed OpenTUN")
 		}
 		t.Logf("refused with: %v", err)
+	})
+}
+
+func TestOpenTUNRoutesGlobalCIDRsWithGlobalnet(t *testing.T) {
+	inFreshNetns(t, func() {
+		c := globalnetConfig()
+		c.TUN.Name = "snk-test2"
+		dev, sys, err := OpenTUN(&c, 1440)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer dev.Close()
+		defer sys.Undo()
+		link, err := netlink.LinkByName("snk-test2")
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		routes, _ := netlink.RouteList(link, netlink.FAMILY_V4)
+		var dsts []string
+		for _, r := range routes {
+			if r.Dst != nil && r.Protocol != unix.RTPROT_KERNEL {
+				dsts = append(dsts, r.Dst.String())
+			}
+		}
+		// The remote's pod and service CIDRs are this cluster's own: only
+		// its global CIDR may point into the tunnel.
+		if len(dsts) != 1 || dsts[0] != "242.2.0.0/16" {
+			t.Errorf("routes through the TUN device %v, want only the remote's global CIDR 242.2.0.0/16", dsts)
+		}
 	})
 }

@@ -15,13 +15,15 @@ import (
 
 const labUsage = `usage: snorkel lab [run|up|down|status] [flags]
 
-Builds the Snorkel lab on this host (root): clusters c1 and c2 as network
-namespaces, a snorkel gateway per cluster, pods, and c2's service web at
-10.99.0.10:80 with three backends.
+Builds the Snorkel lab on this host (root): two clusters as network
+namespaces, a snorkel gateway per cluster, pods and services. Scenario basic
+has c1 and c2 with distinct CIDRs and c2's service web at 10.99.0.10:80;
+scenario globalnet has g1 and g2 with the same CIDRs, joined by Globalnet.
 
   run     bring it up, check traffic across clusters, tear down (default);
-          exits non-zero if a check fails
-  up      bring it up and leave it running
+          without --scenario every scenario runs in turn; exits non-zero if
+          a check fails
+  up      bring it up and leave it running (default scenario basic)
   down    tear down a lab left running by up
   status  show namespaces, processes, routes and gateway counters
 
@@ -45,7 +47,7 @@ func runLab(args []string) error {
 		sc, _ := lab.ScenarioByName(n)
 		scenarios = append(scenarios, n+" ("+sc.Description+")")
 	}
-	scenario := fs.String("scenario", "basic", "what to build: "+strings.Join(scenarios, "; "))
+	scenario := fs.String("scenario", "", "what to build: "+strings.Join(scenarios, "; ")+"; default: run runs "+strings.Join(lab.RunOrder, " then ")+", up builds basic")
 	stateDir := fs.String("state-dir", lab.DefaultStateDir, "where configs, keys, logs and the teardown record live")
 	prefix := fs.String("prefix", lab.DefaultPrefix, "prefix of every namespace name, to run labs side by side")
 	if err := fs.Parse(args); err != nil {
@@ -69,11 +71,26 @@ func runLab(args []string) error {
 	default:
 		return fmt.Errorf("unknown command %q; use run, up, down or status", sub)
 	}
+	o := lab.Options{Transport: *transport, StateDir: *stateDir, Prefix: *prefix}
+	if sub == "run" && *scenario == "" {
+		var all []lab.Scenario
+		for _, n := range lab.RunOrder {
+			sc, err := lab.ScenarioByName(n)
+			if err != nil {
+				return err
+			}
+			all = append(all, sc)
+		}
+		return lab.RunScenarios(ctx, o, all, os.Stdout)
+	}
+	if *scenario == "" {
+		*scenario = "basic"
+	}
 	sc, err := lab.ScenarioByName(*scenario)
 	if err != nil {
 		return err
 	}
-	o := lab.Options{Scenario: sc, Transport: *transport, StateDir: *stateDir, Prefix: *prefix}
+	o.Scenario = sc
 	if sub == "up" {
 		return lab.UpAndDescribe(ctx, o, os.Stdout)
 	}

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/snorkel-net/snorkel/gateway"
+)
+
+func TestShowFlowsPrintsBothTuples(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/flows" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Write([]byte(`[{"original":{"src":"10.7.0.11:40000","dst":"242.2.0.10:80"},
+			"reply":{"src":"242.2.0.10:80","dst":"242.1.0.3:40000"},"inbound":false,
+			"protocol":"tcp","state":"established","ageSeconds":12,"idleSeconds":1,"rule":"cluster-egress"},
+			{"original":{"src":"242.2.0.10:5000","dst":"242.1.0.9:80"},"reply":{"src":"10.77.0.10:80","dst":"242.2.0.10:5000"},
+			"inbound":true,"protocol":"udp","state":"replied","ageSeconds":3,"idleSeconds":3,"rule":"hello"}]`))
+	}))
+	defer srv.Close()
+	flows, err := fetchFlows(t.Context(), srv.URL+"/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(flows) != 2 || flows[0].Reply.Dst != netip.MustParseAddrPort("242.1.0.3:40000") || !flows[1].Inbound {
+		t.Fatalf("decoded %+v", flows)
+	}
+	var out bytes.Buffer
+	if err := printFlows(&out, flows); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("want a header, two flows and a count:\n%s", out.String())
+	}
+	for i, want := range [][]string{
+		{"PROTO", "ORIGINAL", "REPLY", "STATE", "AGE"},
+		{"tcp", "out", "10.7.0.11:40000 → 242.2.0.10:80", "242.2.0.10:80 → 242.1.0.3:40000", "established", "12s", "cluster-egress"},
+		{"udp", "in", "242.2.0.10:5000 → 242.1.0.9:80", "10.77.0.10:80 → 242.2.0.10:5000", "replied", "3s", "hello"},
+		{"2 flows"},
+	} {
+		for _, w := range want {
+			if !strings.Contains(lines[i], w) {
+				t.Errorf("line %d %q lacks %q", i, lines[i], w)
+			}
+		}
+	}
+}
+
+func TestShowFlowsSaysWhyWhenGlobalnetIsOff(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "Globalnet is off on this gateway", http.StatusNotFound)
+	}))
+	defer srv.Close()
+	_, err := fetchFlows(t.Context(), srv.URL)
+	if err == nil || !strings.Contains(err.Error(), "Globalnet is off") {
+		t.Fatalf("err = %v, want the gateway's reason", err)
+	}
+	var out bytes.Buffer
+	if err := printFlows(&out, []gateway.FlowStatus{}); err != nil || out.String() != "no flows\n" {
+		t.Errorf("empty table printed %q, %v", out.String(), err)
+	}
+}
