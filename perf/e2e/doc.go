@@ -2,7 +2,9 @@
 // two clusters built by perf/lab with real `snorkel gateway` processes on
 // kernel TUN devices, and traffic between their pods checked through real
 // sockets, ping and tcpdump, once per transport. One scenario replaces a
-// gateway with a Linux kernel vxlan device to check interoperability.
+// gateway with a Linux kernel vxlan device to check interoperability;
+// another joins two clusters with the same CIDRs through Globalnet and
+// checks traffic and translated ICMP errors across them.
 //
 // The tests need root (network namespaces, TUN devices); without it they
 // skip. Each lab has a namespace prefix unique to the test process and its

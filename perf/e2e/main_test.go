@@ -70,23 +70,38 @@ type env struct {
 // to this process and tag, and tears it down when the test ends.
 func upLab(t *testing.T, transport, tag string) *env {
 	t.Helper()
+	l := upScenario(t, lab.Basic(), transport, tag)
+	e := &env{lab: l, transport: transport}
+	e.c1 = mustGateway(t, l, "c1")
+	e.c2 = mustGateway(t, l, "c2")
+	e.c1Pod, e.c1IP = mustPod(t, l, c1PodName)
+	e.c1Pod2, _ = mustPod(t, l, c1Pod2Name)
+	e.c2Pod, e.c2IP = mustPod(t, l, c2PodName)
+	return e
+}
+
+// upScenario brings up a scenario over transport with a namespace prefix
+// unique to this process and tag, and tears it down when the test ends.
+func upScenario(t *testing.T, sc lab.Scenario, transport, tag string) *lab.Lab {
+	t.Helper()
 	prefix := fmt.Sprintf("e2%d%s-", os.Getpid()%100000, tag)
 	state := filepath.Join(t.TempDir(), "state")
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	var progress bytes.Buffer
 	l, err := lab.Up(ctx, lab.Options{
+		Scenario:  sc,
 		Transport: transport,
 		StateDir:  state,
 		Prefix:    prefix,
 		Binary:    snorkelBin,
 		// The checks bring their own servers; in-process whereami spares
-		// five processes.
+		// a process per pod.
 		PodsInProcess: true,
 		Progress:      &progress,
 	})
 	if err != nil {
-		t.Fatalf("lab up (%s): %v\n%s", transport, err, progress.String())
+		t.Fatalf("lab up (%s, %s): %v\n%s", sc.Name, transport, err, progress.String())
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -107,13 +122,7 @@ func upLab(t *testing.T, transport, tag string) *env {
 			t.Errorf("namespaces left behind: %v %v", left, err)
 		}
 	})
-	e := &env{lab: l, transport: transport}
-	e.c1 = mustGateway(t, l, "c1")
-	e.c2 = mustGateway(t, l, "c2")
-	e.c1Pod, e.c1IP = mustPod(t, l, c1PodName)
-	e.c1Pod2, _ = mustPod(t, l, c1Pod2Name)
-	e.c2Pod, e.c2IP = mustPod(t, l, c2PodName)
-	return e
+	return l
 }
 
 func mustGateway(t *testing.T, l *lab.Lab, cluster string) *topo.NS {

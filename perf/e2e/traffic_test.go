@@ -34,12 +34,13 @@ type tcpResult struct {
 	digest [sha256.Size]byte
 }
 
-// transferTCP sends n bytes of stream(seed) from a socket in `from` to a
-// listener at `to`/dst, hashing on both ends; the receiver reports its
-// count and digest back over the same connection. It returns an error
-// unless both ends agree.
+// transferTCP sends n bytes of stream(seed) from a socket in `from` to
+// dst, served by a listener in `to` on dst's port, hashing on both ends; the
+// receiver reports its count and digest back over the same connection. It
+// returns an error unless both ends agree. The listener takes every
+// address, as dst may be one the gateway translates to `to`'s own.
 func transferTCP(ctx context.Context, from, to *topo.NS, dst netip.AddrPort, n int64, seed uint64) error {
-	ln, err := to.Listen("tcp", dst.String())
+	ln, err := to.Listen("tcp", anyAddr(dst.Port()))
 	if err != nil {
 		return err
 	}
@@ -105,13 +106,14 @@ type udpEcho struct {
 }
 
 // echoDatagrams sends count datagrams of the given sizes (cycled) from
-// `from` to an echo server it runs at `to`/dst, one at a time, and compares
+// `from` to dst, served by an echo server it runs in `to` on dst's port
+// (every address), one at a time, and compares
 // every reply with what was sent under its sequence number. A reply that
 // does not come within a timeout counts as lost; a reply that differs is an
 // error.
 func echoDatagrams(ctx context.Context, from, to *topo.NS, dst netip.AddrPort, sizes []int, count int, seed uint64) (udpEcho, error) {
 	var res udpEcho
-	srv, err := to.ListenPacket("udp", dst.String())
+	srv, err := to.ListenPacket("udp", anyAddr(dst.Port()))
 	if err != nil {
 		return res, err
 	}
@@ -175,6 +177,11 @@ func echoDatagrams(ctx context.Context, from, to *topo.NS, dst netip.AddrPort, s
 		}
 	}
 	return res, nil
+}
+
+// anyAddr is every IPv4 address of a namespace at port.
+func anyAddr(port uint16) string {
+	return netip.AddrPortFrom(netip.IPv4Unspecified(), port).String()
 }
 
 var pingReceived = regexp.MustCompile(`(\d+) packets transmitted, (\d+) received`)

@@ -55,12 +55,21 @@ func (p *Plan) gatewayConfig(c *ClusterPlan, transport, stateDir string, publicK
 	if transport == gateway.TransportWireGuard {
 		cfg.Transport.WireGuard = &gateway.WireGuardConfig{PrivateKeyFile: KeyFile(stateDir, c.Spec.ID)}
 	}
+	if p.Globalnet() {
+		cfg.Globalnet = globalnetConfig(c)
+	}
 	for _, r := range p.Remotes(c) {
 		rc := gateway.Remote{
-			ID:           r.Spec.ID,
-			PodCIDRs:     []string{r.Spec.PodCIDR.String()},
-			ServiceCIDRs: []string{r.Spec.ServiceCIDR.String()},
-			Endpoint:     r.Gateway.Endpoint().String(),
+			ID:       r.Spec.ID,
+			Endpoint: r.Gateway.Endpoint().String(),
+		}
+		if p.Globalnet() {
+			// The remote's own CIDRs are this cluster's too: only its
+			// global CIDR names it.
+			rc.GlobalCIDR = r.Spec.GlobalCIDR.String()
+		} else {
+			rc.PodCIDRs = []string{r.Spec.PodCIDR.String()}
+			rc.ServiceCIDRs = []string{r.Spec.ServiceCIDR.String()}
 		}
 		if transport == gateway.TransportWireGuard {
 			rc.WireGuard = &gateway.WireGuardRemoteConfig{PublicKey: publicKeys[r.Spec.ID]}
@@ -68,6 +77,29 @@ func (p *Plan) gatewayConfig(c *ClusterPlan, transport, stateDir string, publicK
 		cfg.Remotes = append(cfg.Remotes, rc)
 	}
 	return cfg
+}
+
+// globalnetConfig exports every service of c: a ClusterIP service at its
+// global IP, each pod of a headless service at the pod's own. The cluster
+// egress IPs are left to the gateway's default.
+func globalnetConfig(c *ClusterPlan) *gateway.Globalnet {
+	g := &gateway.Globalnet{GlobalCIDR: c.Spec.GlobalCIDR.String()}
+	for _, s := range c.Services {
+		if !s.Spec.Headless {
+			g.Ingress = append(g.Ingress, gateway.GlobalIngress{
+				Name: s.Spec.Name, Kind: gateway.IngressKindService,
+				GlobalIP: s.GlobalIP.String(), LocalIP: s.Spec.ClusterIP.String(),
+			})
+			continue
+		}
+		for _, b := range s.Backends {
+			g.Ingress = append(g.Ingress, gateway.GlobalIngress{
+				Name: s.Spec.Name + "/" + b.Name, Kind: gateway.IngressKindHeadlessPod,
+				GlobalIP: b.GlobalIP.String(), LocalIP: b.IP.String(),
+			})
+		}
+	}
+	return g
 }
 
 // MarshalConfig renders a gateway config as the YAML `snorkel gateway

@@ -107,3 +107,45 @@ func TestServiceRuleset(t *testing.T) {
 		t.Errorf("ruleset translates sources; backends must see the client's address:\n%s", rs)
 	}
 }
+
+func TestGlobalnetGatewayConfigExportsServicesAndRoutesGlobalCIDRs(t *testing.T) {
+	p, err := NewPlan(Globalnet(), "snk-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := p.GatewayConfig(p.Cluster("g2"), gateway.TransportVXLAN, "/tmp", nil)
+	if err != nil {
+		t.Fatalf("the lab's Globalnet config does not validate: %v", err)
+	}
+	b, err := MarshalConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back gateway.Config
+	if err := yaml.UnmarshalStrict(b, &back); err != nil {
+		t.Fatalf("gateway cannot read the lab's config: %v\n%s", err, b)
+	}
+	text := string(b)
+	for _, want := range []string{
+		"globalCIDR: 242.2.0.0/16", "globalCIDR: 242.1.0.0/16",
+		"globalIP: 242.2.0.9", "kind: service", "localIP: 10.77.0.10",
+		"globalIP: 242.2.0.10", "kind: headlessPod", "localIP: 10.7.0.14", "name: db/g2-db-0",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("config lacks %q:\n%s", want, text)
+		}
+	}
+	if len(back.Remotes) != 1 || len(back.Remotes[0].PodCIDRs)+len(back.Remotes[0].ServiceCIDRs) != 0 {
+		t.Errorf("the remote's own CIDRs, the same as g2's, must stay out of the config:\n%s", text)
+	}
+	if strings.Contains(text, "clusterEgress") {
+		t.Errorf("the lab leaves the cluster egress IPs to the gateway's default:\n%s", text)
+	}
+}
+
+func TestGlobalnetScenarioRefusesKernelRouting(t *testing.T) {
+	_, err := Up(t.Context(), Options{Scenario: Globalnet(), Transport: TransportKernel, StateDir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "translation") {
+		t.Errorf("Up = %v, want a refusal naming Globalnet's translation", err)
+	}
+}

@@ -60,6 +60,10 @@ func (l *Lab) Demo(ctx context.Context, w io.Writer) []Check {
 		checks = append(checks, c)
 		fmt.Fprintln(w, c)
 	}
+	if l.Plan.Globalnet() {
+		l.globalnetDemo(ctx, report)
+		return checks
+	}
 	src := l.Plan.Clusters[0].Pods[0]
 	srcNS := l.Topo.NS(src.NS)
 	for _, r := range l.Plan.Remotes(&l.Plan.Clusters[0]) {
@@ -69,7 +73,7 @@ func (l *Lab) Demo(ctx context.Context, w io.Writer) []Check {
 		report(l.ping(ctx, dstNS, dst, src))
 		report(l.httpPod(ctx, srcNS, src, dst))
 		for _, s := range r.Services {
-			for _, c := range l.httpService(ctx, srcNS, src, s) {
+			for _, c := range l.httpService(ctx, srcNS, src, s, s.Spec.ClusterIP, exactly(src.IP)) {
 				report(c)
 			}
 		}
@@ -86,9 +90,13 @@ var (
 )
 
 func (l *Lab) ping(ctx context.Context, ns *topo.NS, from, to PodPlan) Check {
-	c := Check{Kind: "ping", What: arrow(from.Name, fmt.Sprintf("%s %s", to.Name, to.IP))}
+	return l.pingAddr(ctx, ns, from, to.Name, to.IP)
+}
+
+func (l *Lab) pingAddr(ctx context.Context, ns *topo.NS, from PodPlan, toName string, to netip.Addr) Check {
+	c := Check{Kind: "ping", What: arrow(from.Name, fmt.Sprintf("%s %s", toName, to))}
 	out, err := ns.Run(ctx, "ping", "-n", "-q", "-c", strconv.Itoa(pingCount), "-i", "0.2",
-		"-w", strconv.Itoa(int(pingDeadline/time.Second)), to.IP.String())
+		"-w", strconv.Itoa(int(pingDeadline/time.Second)), to.String())
 	m := pingCountRE.FindStringSubmatch(string(out))
 	if m == nil {
 		c.Detail = fmt.Sprintf("ping failed: %v", err)
@@ -103,19 +111,33 @@ func (l *Lab) ping(ctx context.Context, ns *topo.NS, from, to PodPlan) Check {
 	return c
 }
 
+// clientRule says which client address a backend should see.
+type clientRule struct {
+	ok func(netip.Addr) bool
+	// want describes the addresses ok accepts, for the check's line.
+	want string
+}
+
+// exactly is the rule without Globalnet: the backend sees the client pod's
+// own address.
+func exactly(a netip.Addr) clientRule {
+	return clientRule{ok: func(b netip.Addr) bool { return a == b }, want: a.String() + " (the source must not be translated)"}
+}
+
 // whereamiCheck asks url and checks who answered and whom it saw.
-func whereamiCheck(ctx context.Context, client *http.Client, c Check, url string, wantPod func(string) bool, wantClient netip.Addr) (Check, WhereamiReply) {
+func whereamiCheck(ctx context.Context, client *http.Client, c Check, url string, wantPod func(string) bool, wantClient clientRule) (Check, WhereamiReply) {
 	r, err := getWhereami(ctx, client, url)
 	if err != nil {
 		c.Detail = "no answer: " + err.Error()
 		return c, r
 	}
 	c.Detail = fmt.Sprintf("answered by %s (%s), saw client %s", r.Pod, r.Cluster, r.Client)
+	seen, _ := netip.ParseAddr(clientHost(r.Client))
 	switch {
 	case !wantPod(r.Pod):
 		c.Detail += "; not a pod that should answer"
-	case clientHost(r.Client) != wantClient.String():
-		c.Detail += fmt.Sprintf("; want client %s (the source must not be translated)", wantClient)
+	case !wantClient.ok(seen):
+		c.Detail += "; want client " + wantClient.want
 	default:
 		c.OK = true
 	}
@@ -123,17 +145,23 @@ func whereamiCheck(ctx context.Context, client *http.Client, c Check, url string
 }
 
 func (l *Lab) httpPod(ctx context.Context, ns *topo.NS, from, to PodPlan) Check {
-	addr := netip.AddrPortFrom(to.IP, WhereamiPort)
+	return l.httpPodAt(ctx, ns, from, to, to.IP, exactly(from.IP))
+}
+
+// httpPodAt asks pod `to` at address at (its own or its global IP) who it
+// is, and checks the client address it saw.
+func (l *Lab) httpPodAt(ctx context.Context, ns *topo.NS, from, to PodPlan, at netip.Addr, wantClient clientRule) Check {
+	addr := netip.AddrPortFrom(at, WhereamiPort)
 	c := Check{Kind: "http", What: arrow(from.Name, fmt.Sprintf("%s %s", to.Name, addr))}
-	c, _ = whereamiCheck(ctx, ns.HTTPClient(), c, "http://"+addr.String()+"/", func(p string) bool { return p == to.Name }, from.IP)
+	c, _ = whereamiCheck(ctx, ns.HTTPClient(), c, "http://"+addr.String()+"/", func(p string) bool { return p == to.Name }, wantClient)
 	return c
 }
 
 // httpService makes requests to a ClusterIP, one line each for the first
 // shownRequests, then more until every backend has answered, and sums up
 // how the load was spread.
-func (l *Lab) httpService(ctx context.Context, ns *topo.NS, from PodPlan, s ServicePlan) []Check {
-	addr := netip.AddrPortFrom(s.Spec.ClusterIP, s.Spec.Port)
+func (l *Lab) httpService(ctx context.Context, ns *topo.NS, from PodPlan, s ServicePlan, to netip.Addr, wantClient clientRule) []Check {
+	addr := netip.AddrPortFrom(to, s.Spec.Port)
 	url := "http://" + addr.String() + "/"
 	isBackend := func(p string) bool {
 		for _, b := range s.Backends {
@@ -150,7 +178,7 @@ func (l *Lab) httpService(ctx context.Context, ns *topo.NS, from PodPlan, s Serv
 	for requests < maxBalanceRequests && (requests < shownRequests || len(seen) < len(s.Backends)) {
 		requests++
 		c := Check{Kind: "http", What: arrow(from.Name, fmt.Sprintf("%s %s #%d", s.Spec.Name, addr, requests))}
-		c, r := whereamiCheck(ctx, client, c, url, isBackend, from.IP)
+		c, r := whereamiCheck(ctx, client, c, url, isBackend, wantClient)
 		if c.OK {
 			seen[r.Pod]++
 		}
@@ -176,7 +204,11 @@ func (l *Lab) httpService(ctx context.Context, ns *topo.NS, from PodPlan, s Serv
 // tunnel: it fails where the MTU or MSS clamping is wrong even when small
 // requests pass.
 func (l *Lab) bulk(ctx context.Context, ns *topo.NS, from, to PodPlan) Check {
-	addr := netip.AddrPortFrom(to.IP, WhereamiPort)
+	return l.bulkAt(ctx, ns, from, to, to.IP)
+}
+
+func (l *Lab) bulkAt(ctx context.Context, ns *topo.NS, from, to PodPlan, at netip.Addr) Check {
+	addr := netip.AddrPortFrom(at, WhereamiPort)
 	c := Check{Kind: "bulk", What: arrow(from.Name, fmt.Sprintf("%s %s", to.Name, addr))}
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()

@@ -3,6 +3,7 @@ package lab
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -58,20 +59,28 @@ func runSnorkel(t *testing.T, timeout time.Duration, args ...string) (string, er
 }
 
 // TestLabEndToEnd runs `snorkel lab` as `make lab` does, once per transport,
-// with real gateway processes on TUN devices.
+// with real gateway processes on TUN devices: every scenario in turn.
 func TestLabEndToEnd(t *testing.T) {
 	needRoot(t)
 	for _, transport := range []string{"wireguard", "vxlan"} {
 		t.Run(transport, func(t *testing.T) {
 			prefix := testPrefix(transport[:2])
 			state := filepath.Join(t.TempDir(), "state")
-			out, err := runSnorkel(t, 3*time.Minute, "lab", "--transport", transport, "--state-dir", state, "--prefix", prefix)
+			out, err := runSnorkel(t, 5*time.Minute, "lab", "--transport", transport, "--state-dir", state, "--prefix", prefix)
 			t.Logf("snorkel lab --transport %s:\n%s", transport, out)
 			if err != nil {
 				t.Errorf("snorkel lab failed: %v", err)
 			}
-			if strings.Contains(out, "✗") || !strings.Contains(out, "checks passed") {
+			if strings.Contains(out, "✗") || strings.Count(out, "checks passed") != len(RunOrder) {
 				t.Error("not every check passed")
+			}
+			for _, sc := range RunOrder {
+				if !strings.Contains(out, "scenario "+sc+",") {
+					t.Errorf("scenario %s did not run", sc)
+				}
+			}
+			if !strings.Contains(out, fmt.Sprintf("all %d scenarios passed", len(RunOrder))) {
+				t.Error("no summary of the scenarios")
 			}
 			if !strings.Contains(out, "snorkel gateway pid") {
 				t.Error("the lab did not run gateway processes")

@@ -120,6 +120,9 @@ func Up(ctx context.Context, o Options) (*Lab, error) {
 	if err != nil {
 		return nil, err
 	}
+	if plan.Globalnet() && o.Transport == TransportKernel {
+		return nil, fmt.Errorf("lab: scenario %s needs Globalnet's translation, which kernel routing does not do; use transport %s", o.Scenario.Name, strings.Join(gateway.Transports, " or "))
+	}
 	if _, err := os.Stat(filepath.Join(o.StateDir, labFile)); err == nil {
 		return nil, fmt.Errorf("%w with its state in %s; run `snorkel lab down --state-dir %s` first", ErrAlreadyUp, o.StateDir, o.StateDir)
 	}
@@ -257,7 +260,7 @@ func (l *Lab) buildCluster(ctx context.Context, ul *topo.NS, c *ClusterPlan) err
 		}
 	}
 	if rs := c.ServiceRuleset(); rs != "" {
-		for _, s := range c.Services {
+		for _, s := range c.clusterIPServices() {
 			l.step("%s: service %s %s:%d -> %d backends (nftables numgen)", c.Spec.ID, s.Spec.Name, s.Spec.ClusterIP, s.Spec.Port, len(s.Backends))
 		}
 		if err := gw.Nft(ctx, rs); err != nil {
@@ -274,7 +277,7 @@ func (l *Lab) kernelRoutes() error {
 		c := &l.Plan.Clusters[i]
 		gw := l.Topo.NS(c.Gateway.NS)
 		for _, r := range l.Plan.Remotes(c) {
-			for _, dst := range []netip.Prefix{r.Spec.PodCIDR, r.Spec.ServiceCIDR} {
+			for _, dst := range r.RoutedCIDRs() {
 				if err := gw.AddRoute(topo.Route{Dst: dst, Via: r.Gateway.UnderlayIP.Addr()}); err != nil {
 					return err
 				}

@@ -59,6 +59,11 @@ type GatewayPlan struct {
 	TUN string
 }
 
+// GlobalIngressStart is how far into a cluster's global CIDR the lab starts
+// allocating ingress IPs: past the network address and the gateway's
+// default cluster egress IPs, as Submariner's IPAM allocates them.
+const GlobalIngressStart = 1 + gateway.DefaultClusterEgressIPs
+
 // PodPlan is one pod.
 type PodPlan struct {
 	Name    string
@@ -67,12 +72,17 @@ type PodPlan struct {
 	IP      netip.Addr
 	// NodeLink is the node's end of the pod's veth.
 	NodeLink string
+	// GlobalIP is the pod's own global IP, set for the pods of headless
+	// services with Globalnet.
+	GlobalIP netip.Addr
 }
 
 // ServicePlan is a service with its backends resolved.
 type ServicePlan struct {
 	Spec     ServiceSpec
 	Backends []PodPlan
+	// GlobalIP is a ClusterIP service's global ingress IP with Globalnet.
+	GlobalIP netip.Addr
 }
 
 var labelRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
@@ -99,6 +109,7 @@ func NewPlan(s Scenario, prefix string) (*Plan, error) {
 		nsNames[ns] = what
 	}
 	ulAddr := UnderlayCIDR.Addr()
+	globalnet := len(s.Clusters) > 0 && s.Clusters[0].GlobalCIDR.IsValid()
 	for _, c := range s.Clusters {
 		field := fmt.Sprintf("cluster %q", c.ID)
 		if !labelRE.MatchString(c.ID) || len(c.ID) > 63 {
@@ -110,6 +121,17 @@ func NewPlan(s Scenario, prefix string) (*Plan, error) {
 		}
 		if !c.ServiceCIDR.IsValid() || !c.ServiceCIDR.Addr().Is4() || c.ServiceCIDR != c.ServiceCIDR.Masked() {
 			bad("%s: service CIDR %s must be an IPv4 network without host bits", field, c.ServiceCIDR)
+		}
+		nextGlobal := c.GlobalCIDR.Addr()
+		switch {
+		case c.GlobalCIDR.IsValid() != globalnet:
+			bad("%s: either every cluster of a scenario has a global CIDR or none does", field)
+		case globalnet && (!c.GlobalCIDR.Addr().Is4() || c.GlobalCIDR != c.GlobalCIDR.Masked() || c.GlobalCIDR.Bits() > 24):
+			bad("%s: global CIDR %s must be an IPv4 network of /24 or larger, without host bits", field, c.GlobalCIDR)
+		case globalnet:
+			for range GlobalIngressStart {
+				nextGlobal = nextGlobal.Next()
+			}
 		}
 		ulAddr = ulAddr.Next()
 		cp := ClusterPlan{Spec: c, Gateway: GatewayPlan{
@@ -144,15 +166,18 @@ func NewPlan(s Scenario, prefix string) (*Plan, error) {
 			claim(name, fmt.Sprintf("pod %q", name))
 			cp.Pods = append(cp.Pods, pod)
 		}
+		headlessOf := map[string]string{}
 		for _, svc := range c.Services {
 			sf := fmt.Sprintf("%s service %q", field, svc.Name)
 			if !labelRE.MatchString(svc.Name) {
 				bad("%s: the name is not a DNS-1123 label", sf)
 			}
-			if !c.ServiceCIDR.Contains(svc.ClusterIP) {
+			switch {
+			case svc.Headless && svc.ClusterIP.IsValid():
+				bad("%s: a headless service has no ClusterIP; remove %s", sf, svc.ClusterIP)
+			case !svc.Headless && !c.ServiceCIDR.Contains(svc.ClusterIP):
 				bad("%s: ClusterIP %s is outside the service CIDR %s", sf, svc.ClusterIP, c.ServiceCIDR)
-			}
-			if svc.Port == 0 {
+			case !svc.Headless && svc.Port == 0:
 				bad("%s: the port must be set", sf)
 			}
 			if svc.TargetPort != WhereamiPort {
@@ -162,13 +187,29 @@ func NewPlan(s Scenario, prefix string) (*Plan, error) {
 				bad("%s: no backends", sf)
 			}
 			sp := ServicePlan{Spec: svc}
+			if globalnet && !svc.Headless {
+				sp.GlobalIP, nextGlobal = nextGlobal, nextGlobal.Next()
+			}
 			for _, b := range svc.Backends {
 				i := slices.IndexFunc(cp.Pods, func(p PodPlan) bool { return p.Name == b })
 				if i < 0 {
 					bad("%s: backend %q is not a pod of the cluster", sf, b)
 					continue
 				}
+				if svc.Headless {
+					if prev, dup := headlessOf[b]; dup {
+						bad("%s: pod %q already backs headless service %q; a pod has one global IP", sf, b, prev)
+						continue
+					}
+					headlessOf[b] = svc.Name
+					if globalnet {
+						cp.Pods[i].GlobalIP, nextGlobal = nextGlobal, nextGlobal.Next()
+					}
+				}
 				sp.Backends = append(sp.Backends, cp.Pods[i])
+			}
+			if globalnet && !c.GlobalCIDR.Contains(nextGlobal) {
+				bad("%s: the global IPs of the services do not fit in %s", field, c.GlobalCIDR)
 			}
 			cp.Services = append(cp.Services, sp)
 		}
@@ -178,6 +219,20 @@ func NewPlan(s Scenario, prefix string) (*Plan, error) {
 		return nil, fmt.Errorf("lab: %w", err)
 	}
 	return p, nil
+}
+
+// Globalnet reports whether the plan's clusters are joined by Globalnet.
+func (p *Plan) Globalnet() bool {
+	return len(p.Clusters) > 0 && p.Clusters[0].Spec.GlobalCIDR.IsValid()
+}
+
+// RoutedCIDRs are the ranges another cluster's gateway routes to c: its pod
+// and service CIDRs, or with Globalnet its global CIDR.
+func (c *ClusterPlan) RoutedCIDRs() []netip.Prefix {
+	if c.Spec.GlobalCIDR.IsValid() {
+		return []netip.Prefix{c.Spec.GlobalCIDR}
+	}
+	return []netip.Prefix{c.Spec.PodCIDR, c.Spec.ServiceCIDR}
 }
 
 // Cluster returns the plan of cluster id, or nil.

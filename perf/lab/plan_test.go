@@ -111,9 +111,77 @@ func TestPlanRefusesBadScenarios(t *testing.T) {
 	}
 }
 
+func TestGlobalnetPlanAllocatesGlobalIPs(t *testing.T) {
+	p, err := NewPlan(Globalnet(), "snk-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Globalnet() {
+		t.Fatal("the globalnet plan does not say it is one")
+	}
+	g1, g2 := p.Cluster("g1"), p.Cluster("g2")
+	a := netip.MustParseAddr
+	db0, _ := p.Pod("g2-db-0")
+	db2, _ := p.Pod("g2-db-2")
+	web1, _ := p.Pod("g2-web-1")
+	for _, tc := range []struct {
+		what      string
+		got, want any
+	}{
+		{"same pod address in both clusters", g1.Pods[0].IP, g2.Pods[0].IP},
+		{"same ClusterIP in both clusters", g1.Services[0].Spec.ClusterIP, g2.Services[0].Spec.ClusterIP},
+		// After the network address and the 8 default cluster egress IPs.
+		{"g1 hello global IP", g1.Services[0].GlobalIP, a("242.1.0.9")},
+		{"g2 web global IP", g2.Services[0].GlobalIP, a("242.2.0.9")},
+		{"first db pod global IP", db0.GlobalIP, a("242.2.0.10")},
+		{"last db pod global IP", db2.GlobalIP, a("242.2.0.12")},
+		{"db backend carries its global IP", g2.Services[1].Backends[0].GlobalIP, a("242.2.0.10")},
+		{"web pods have no global IP of their own", web1.GlobalIP, netip.Addr{}},
+		{"headless service has no global IP", g2.Services[1].GlobalIP, netip.Addr{}},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s = %v, want %v", tc.what, tc.got, tc.want)
+		}
+	}
+	if got := g1.RoutedCIDRs(); !slices.Equal(got, []netip.Prefix{netip.MustParsePrefix("242.1.0.0/16")}) {
+		t.Errorf("g1 is routed by %v, want its global CIDR alone", got)
+	}
+	if rs := g2.ServiceRuleset(); strings.Contains(rs, "db") || !strings.Contains(rs, "service-web") {
+		t.Errorf("g2's ruleset must balance web and leave headless db alone:\n%s", rs)
+	}
+}
+
+func TestGlobalnetPlanRefusesBadScenarios(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(*Scenario)
+		want string
+	}{
+		{"one cluster without a global CIDR", func(s *Scenario) { s.Clusters[1].GlobalCIDR = netip.Prefix{} }, "every cluster"},
+		{"IPv6 global CIDR", func(s *Scenario) { s.Clusters[0].GlobalCIDR = netip.MustParsePrefix("fd00::/64") }, "IPv4"},
+		{"headless with a ClusterIP", func(s *Scenario) {
+			s.Clusters[1].Services[1].ClusterIP = netip.MustParseAddr("10.77.0.20")
+		}, "has no ClusterIP"},
+		{"a pod in two headless services", func(s *Scenario) {
+			s.Clusters[1].Services = append(s.Clusters[1].Services, ServiceSpec{Name: "db2", Headless: true, TargetPort: WhereamiPort, Backends: []string{"g2-db-1"}})
+		}, "a pod has one global IP"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := Globalnet()
+			tc.edit(&s)
+			_, err := NewPlan(s, "snk-")
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("NewPlan error = %v, want one mentioning %q", err, tc.want)
+			}
+		})
+	}
+}
+
 func TestScenarioByName(t *testing.T) {
-	if _, err := ScenarioByName("basic"); err != nil {
-		t.Error(err)
+	for _, n := range RunOrder {
+		if _, err := ScenarioByName(n); err != nil {
+			t.Error(err)
+		}
 	}
 	if _, err := ScenarioByName("nope"); err == nil || !strings.Contains(err.Error(), "basic") {
 		t.Errorf("unknown scenario error = %v, want one listing the known ones", err)

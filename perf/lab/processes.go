@@ -109,6 +109,20 @@ func gatewayProcess(cluster string) string { return "gateway-" + cluster }
 
 func podProcess(pod string) string { return "pod-" + pod }
 
+// pingTarget is an address of cluster r another cluster's pod can ping: a
+// pod's, or with Globalnet a pod's global IP; invalid if r has none.
+func pingTarget(r *ClusterPlan) netip.Addr {
+	for _, p := range r.Pods {
+		switch {
+		case !r.Spec.GlobalCIDR.IsValid():
+			return p.IP
+		case p.GlobalIP.IsValid():
+			return p.GlobalIP
+		}
+	}
+	return netip.Addr{}
+}
+
 // missingRoutes reports the remote CIDRs not yet routed into tun.
 func missingRoutes(gw *topo.NS, tun string, remotes []*ClusterPlan) error {
 	if !gw.HasLink(tun) {
@@ -120,7 +134,7 @@ func missingRoutes(gw *topo.NS, tun string, remotes []*ClusterPlan) error {
 	}
 	var missing []string
 	for _, r := range remotes {
-		for _, dst := range []netip.Prefix{r.Spec.PodCIDR, r.Spec.ServiceCIDR} {
+		for _, dst := range r.RoutedCIDRs() {
 			found := false
 			for _, rt := range routes {
 				if rt.Dst == dst {

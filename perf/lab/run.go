@@ -61,6 +61,34 @@ func Run(ctx context.Context, o Options, w io.Writer) error {
 	return l.Clean()
 }
 
+// RunScenarios is `snorkel lab run` without a scenario named: it runs each
+// scenario in turn with the same options, also after one fails, and fails
+// if any failed. An interruption stops it.
+func RunScenarios(ctx context.Context, o Options, scenarios []Scenario, w io.Writer) error {
+	var failed []string
+	var errs []error
+	for i, sc := range scenarios {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		o.Scenario = sc
+		if err := Run(ctx, o, w); err != nil {
+			failed = append(failed, sc.Name)
+			errs = append(errs, fmt.Errorf("scenario %s: %w", sc.Name, err))
+			if ctx.Err() != nil {
+				break
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("lab: %d of %d scenarios failed (%s):\n%w", len(failed), len(scenarios), strings.Join(failed, ", "), errors.Join(errs...))
+	}
+	if len(scenarios) > 1 {
+		fmt.Fprintf(w, "\nall %d scenarios passed\n", len(scenarios))
+	}
+	return nil
+}
+
 // UpAndDescribe is `snorkel lab up`: it brings the lab up, leaves it
 // running, and says how to explore it.
 func UpAndDescribe(ctx context.Context, o Options, w io.Writer) error {
@@ -112,17 +140,32 @@ func describe(w io.Writer, l *Lab) {
 		if pid, ok := procs[gatewayProcess(c.Spec.ID)]; ok {
 			gw = fmt.Sprintf("snorkel gateway pid %d on %s", pid, c.Gateway.TUN)
 		}
-		fmt.Fprintf(w, "cluster %s  pods %s  services %s\n", c.Spec.ID, c.Spec.PodCIDR, c.Spec.ServiceCIDR)
+		global := ""
+		if c.Spec.GlobalCIDR.IsValid() {
+			global = "  global " + c.Spec.GlobalCIDR.String()
+		}
+		fmt.Fprintf(w, "cluster %s  pods %s  services %s%s\n", c.Spec.ID, c.Spec.PodCIDR, c.Spec.ServiceCIDR, global)
 		fmt.Fprintf(w, "  node %s%s  underlay %s  %s\n", l.Plan.Prefix, c.Gateway.NS, c.Gateway.UnderlayIP.Addr(), gw)
 		for _, p := range c.Pods {
-			fmt.Fprintf(w, "  pod  %s%-10s %s\n", l.Plan.Prefix, p.NS, p.IP)
+			line := fmt.Sprintf("  pod  %s%-10s %s", l.Plan.Prefix, p.NS, p.IP)
+			if p.GlobalIP.IsValid() {
+				line += "  global " + p.GlobalIP.String()
+			}
+			fmt.Fprintln(w, line)
 		}
 		for _, s := range c.Services {
 			var bs []string
 			for _, b := range s.Backends {
 				bs = append(bs, b.Name)
 			}
-			fmt.Fprintf(w, "  svc  %-14s %s:%d -> %s\n", s.Spec.Name, s.Spec.ClusterIP, s.Spec.Port, strings.Join(bs, ", "))
+			switch {
+			case s.Spec.Headless:
+				fmt.Fprintf(w, "  svc  %-14s headless -> %s\n", s.Spec.Name, strings.Join(bs, ", "))
+			case s.GlobalIP.IsValid():
+				fmt.Fprintf(w, "  svc  %-14s %s:%d (global %s) -> %s\n", s.Spec.Name, s.Spec.ClusterIP, s.Spec.Port, s.GlobalIP, strings.Join(bs, ", "))
+			default:
+				fmt.Fprintf(w, "  svc  %-14s %s:%d -> %s\n", s.Spec.Name, s.Spec.ClusterIP, s.Spec.Port, strings.Join(bs, ", "))
+			}
 		}
 	}
 }
@@ -133,9 +176,21 @@ func hints(w io.Writer, l *Lab) {
 	fmt.Fprintln(w, "explore:")
 	for _, r := range l.Plan.Remotes(&l.Plan.Clusters[0]) {
 		for _, s := range r.Services {
-			fmt.Fprintf(w, "  ip netns exec %s%s curl -s http://%s:%d/\n", l.Plan.Prefix, src.NS, s.Spec.ClusterIP, s.Spec.Port)
+			switch {
+			case s.GlobalIP.IsValid():
+				fmt.Fprintf(w, "  ip netns exec %s%s curl -s http://%s:%d/\n", l.Plan.Prefix, src.NS, s.GlobalIP, s.Spec.Port)
+			case !s.Spec.Headless:
+				fmt.Fprintf(w, "  ip netns exec %s%s curl -s http://%s:%d/\n", l.Plan.Prefix, src.NS, s.Spec.ClusterIP, s.Spec.Port)
+			}
 		}
-		fmt.Fprintf(w, "  ip netns exec %s%s ping -c 3 %s\n", l.Plan.Prefix, src.NS, r.Pods[0].IP)
+		if to := pingTarget(r); to.IsValid() {
+			fmt.Fprintf(w, "  ip netns exec %s%s ping -c 3 %s\n", l.Plan.Prefix, src.NS, to)
+		}
+	}
+	if l.Plan.Globalnet() && l.Transport != TransportKernel {
+		for _, c := range l.Plan.Clusters {
+			fmt.Fprintf(w, "  ip netns exec %s%s snorkel show flows\n", l.Plan.Prefix, c.Gateway.NS)
+		}
 	}
 	for _, c := range l.Plan.Clusters {
 		fmt.Fprintf(w, "  ip netns exec %s%s ip route\n", l.Plan.Prefix, c.Gateway.NS)

@@ -13,21 +13,22 @@ const ServiceTable = "snorkel-lab-services"
 // shapes it: a verdict map from address, protocol and port to a per-service
 // chain, which picks an endpoint chain with numgen random, which DNATs.
 // There is no masquerade, so a backend sees the client's own address, as
-// with kube-proxy for pod-to-service traffic. It returns "" for a cluster
-// without services.
+// with kube-proxy for pod-to-service traffic. Headless services need no
+// rules. It returns "" for a cluster without ClusterIP services.
 func (c *ClusterPlan) ServiceRuleset() string {
-	if len(c.Services) == 0 {
+	services := c.clusterIPServices()
+	if len(services) == 0 {
 		return ""
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "table ip %s {\n", ServiceTable)
 	b.WriteString("\tmap service-ips {\n\t\ttype ipv4_addr . inet_proto . inet_service : verdict\n\t\telements = {\n")
-	for _, s := range c.Services {
+	for _, s := range services {
 		fmt.Fprintf(&b, "\t\t\t%s . tcp . %d : goto service-%s,\n", s.Spec.ClusterIP, s.Spec.Port, s.Spec.Name)
 	}
 	b.WriteString("\t\t}\n\t}\n\n")
 	b.WriteString("\tchain services {\n\t\tip daddr . meta l4proto . th dport vmap @service-ips\n\t}\n")
-	for _, s := range c.Services {
+	for _, s := range services {
 		fmt.Fprintf(&b, "\n\tchain service-%s {\n\t\tnumgen random mod %d vmap {", s.Spec.Name, len(s.Backends))
 		for i, be := range s.Backends {
 			if i > 0 {
@@ -46,4 +47,15 @@ func (c *ClusterPlan) ServiceRuleset() string {
 	b.WriteString("\n\tchain nat-output {\n\t\ttype nat hook output priority -100; policy accept;\n\t\tjump services\n\t}\n")
 	b.WriteString("}\n")
 	return b.String()
+}
+
+// clusterIPServices are c's services that have a ClusterIP.
+func (c *ClusterPlan) clusterIPServices() []ServicePlan {
+	var out []ServicePlan
+	for _, s := range c.Services {
+		if !s.Spec.Headless {
+			out = append(out, s)
+		}
+	}
+	return out
 }
