@@ -43,6 +43,18 @@ func runGateway(args []string) error {
 	if err != nil {
 		return err
 	}
+	// Serve metrics before the routes exist: whoever waits for the routes
+	// as the sign that the gateway is up can then query it at once.
+	if cfg.MetricsAddress != "" {
+		ln, err := net.Listen("tcp", cfg.MetricsAddress)
+		if err != nil {
+			g.Close()
+			return fmt.Errorf("metricsAddress: cannot listen on %s: %w", cfg.MetricsAddress, err)
+		}
+		srv := &http.Server{Handler: g.Handler()}
+		go srv.Serve(ln)
+		defer srv.Close()
+	}
 	dev, sys, err := gateway.OpenTUN(&cfg, g.MTU())
 	if err != nil {
 		g.Close()
@@ -51,18 +63,6 @@ func runGateway(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	if cfg.MetricsAddress != "" {
-		ln, err := net.Listen("tcp", cfg.MetricsAddress)
-		if err != nil {
-			sys.Undo()
-			dev.Close()
-			g.Close()
-			return fmt.Errorf("metricsAddress: cannot listen on %s: %w", cfg.MetricsAddress, err)
-		}
-		srv := &http.Server{Handler: g.Handler()}
-		go srv.Serve(ln)
-		defer srv.Close()
-	}
 	log.Info("gateway up", "tun", cfg.TUN.Name, "mtu", g.MTU(), "transport", cfg.Transport.Type,
 		"port", cfg.Transport.Port, "remotes", len(cfg.Remotes), "metrics", cfg.MetricsAddress)
 
