@@ -65,16 +65,23 @@ func TestValidateNamesFieldAndFix(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := validConfig()
 			tc.mutate(&c)
-			err := c.Validate()
-			if err == nil {
-				t.Fatal("Validate accepted a bad config")
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not contain %q", err, w)
-				}
-			}
+			wantInvalid(t, c, tc.want)
 		})
+	}
+}
+
+// wantInvalid fails t unless c is refused with an error containing every
+// fragment of want.
+func wantInvalid(t *testing.T, c Config, want []string) {
+	t.Helper()
+	err := c.Validate()
+	if err == nil {
+		t.Fatal("Validate accepted a bad config")
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not contain %q", err, w)
+		}
 	}
 }
 
@@ -259,15 +266,7 @@ func TestGlobalnetValidateNamesFieldAndFix(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := globalnetConfig()
 			tc.mutate(&c)
-			err := c.Validate()
-			if err == nil {
-				t.Fatal("Validate accepted a bad config")
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not contain %q", err, w)
-				}
-			}
+			wantInvalid(t, c, tc.want)
 		})
 	}
 }

@@ -100,6 +100,18 @@ func ipv4TCP(src, dst netip.Addr, length int, syn bool) []byte {
 	return b
 }
 
+// attachDevice gives g dev as its device without running the read loop, so
+// that tests can drive Deliver directly.
+func attachDevice(g *Gateway, dev tun.Device) { g.dev.Store(&dev) }
+
+// deliverBuf places packet p where a transport hands it to Deliver: after
+// transport.Headroom, in a buffer with a transport's capacity.
+func deliverBuf(p []byte) []byte {
+	b := make([]byte, transport.Headroom+len(p), transport.BufSize)
+	copy(b[transport.Headroom:], p)
+	return b
+}
+
 func testGateway(t testing.TB) (*Gateway, *nullTransport) {
 	t.Helper()
 	c := validConfig()
@@ -159,20 +171,14 @@ func TestEgressRoutesClampsAndCounts(t *testing.T) {
 func TestIngressDropsSpoofedAndForeignDestinations(t *testing.T) {
 	g, _ := testGateway(t)
 	dev := &replayDevice{keep: true}
-	var d tun.Device = dev
-	g.dev.Store(&d)
+	attachDevice(g, dev)
 	off := transport.Headroom
-	mk := func(p []byte) []byte {
-		b := make([]byte, off+len(p), transport.BufSize)
-		copy(b[off:], p)
-		return b
-	}
 	g.Deliver(0, [][]byte{
-		mk(ipv4TCP(c2Pod, c1Pod, 200, false)),                             // genuine
-		mk(ipv4TCP(netip.MustParseAddr("10.200.0.1"), c1Pod, 200, false)), // source in no cluster
-		mk(ipv4TCP(c2Pod, netip.MustParseAddr("192.0.2.1"), 200, false)),  // not for this cluster
-		mk(ipv4TCP(netip.MustParseAddr("10.99.0.1"), c1Pod, 200, false)),  // c2's service range: fine
-		mk(ipv4TCP(c1Pod, c2Pod, 200, false)),                             // c1's own source from c2
+		deliverBuf(ipv4TCP(c2Pod, c1Pod, 200, false)),                             // genuine
+		deliverBuf(ipv4TCP(netip.MustParseAddr("10.200.0.1"), c1Pod, 200, false)), // source in no cluster
+		deliverBuf(ipv4TCP(c2Pod, netip.MustParseAddr("192.0.2.1"), 200, false)),  // not for this cluster
+		deliverBuf(ipv4TCP(netip.MustParseAddr("10.99.0.1"), c1Pod, 200, false)),  // c2's service range: fine
+		deliverBuf(ipv4TCP(c1Pod, c2Pod, 200, false)),                             // c1's own source from c2
 	}, off)
 	if len(dev.wrote) != 2 {
 		t.Fatalf("wrote %d packets to the device, want 2", len(dev.wrote))
@@ -188,8 +194,7 @@ func TestIngressDropsSpoofedAndForeignDestinations(t *testing.T) {
 
 func TestIngressAllocatesNothing(t *testing.T) {
 	g, _ := testGateway(t)
-	var d tun.Device = &replayDevice{}
-	g.dev.Store(&d)
+	attachDevice(g, &replayDevice{})
 	bufs := make([][]byte, 64)
 	for i := range bufs {
 		bufs[i] = make([]byte, transport.Headroom+1400, transport.BufSize)
@@ -219,8 +224,7 @@ func BenchmarkEgress(b *testing.B) {
 
 func BenchmarkIngress(b *testing.B) {
 	g, _ := testGateway(b)
-	var d tun.Device = &replayDevice{}
-	g.dev.Store(&d)
+	attachDevice(g, &replayDevice{})
 	bufs := make([][]byte, 64)
 	for i := range bufs {
 		bufs[i] = make([]byte, transport.Headroom+1400, transport.BufSize)

@@ -5,8 +5,6 @@ import (
 	"net/netip"
 	"testing"
 
-	"golang.zx2c4.com/wireguard/tun"
-
 	"github.com/snorkel-net/snorkel/packet"
 	"github.com/snorkel-net/snorkel/transport"
 )
@@ -69,24 +67,18 @@ func TestGlobalnetIngressChecksGlobalDestinationThenTranslatesThenLocal(t *testi
 	}}
 	g, _ := globalnetGateway(t, x)
 	dev := &replayDevice{keep: true}
-	var d tun.Device = dev
-	g.dev.Store(&d)
+	attachDevice(g, dev)
 	off := transport.Headroom
-	mk := func(p []byte) []byte {
-		b := make([]byte, off+len(p), transport.BufSize)
-		copy(b[off:], p)
-		return b
-	}
 	remote := a("242.2.0.5")
 	g.Deliver(0, [][]byte{
-		mk(ipv4TCP(remote, a("242.1.0.200"), 200, false)),        // translated and delivered
-		mk(ipv4TCP(remote, c1Pod, 200, false)),                   // a local pod, untranslated: refused before translation
-		mk(ipv4TCP(a("10.8.3.3"), a("242.1.0.200"), 200, false)), // the remote's pod CIDR is no source with Globalnet
-		mk(ipv4TCP(remote, a("242.1.0.99"), 200, false)),         // no rule: the translator refuses
-		mk(ipv4TCP(remote, a("242.1.0.201"), 200, false)),        // translated to a non-local address
-		mk(ipv4TCP(remote, a("242.2.0.9"), 200, false)),          // the remote's own global CIDR
-		mk(ipv4TCP(remote, a("10.8.0.1"), 200, false)),           // the TUN address, untranslated
-		mk(ipv4TCP(remote, a("242.1.255.255"), 200, false)),      // inside the global CIDR, no rule
+		deliverBuf(ipv4TCP(remote, a("242.1.0.200"), 200, false)),        // translated and delivered
+		deliverBuf(ipv4TCP(remote, c1Pod, 200, false)),                   // a local pod, untranslated: refused before translation
+		deliverBuf(ipv4TCP(a("10.8.3.3"), a("242.1.0.200"), 200, false)), // the remote's pod CIDR is no source with Globalnet
+		deliverBuf(ipv4TCP(remote, a("242.1.0.99"), 200, false)),         // no rule: the translator refuses
+		deliverBuf(ipv4TCP(remote, a("242.1.0.201"), 200, false)),        // translated to a non-local address
+		deliverBuf(ipv4TCP(remote, a("242.2.0.9"), 200, false)),          // the remote's own global CIDR
+		deliverBuf(ipv4TCP(remote, a("10.8.0.1"), 200, false)),           // the TUN address, untranslated
+		deliverBuf(ipv4TCP(remote, a("242.1.255.255"), 200, false)),      // inside the global CIDR, no rule
 	}, off)
 	if len(dev.wrote) != 1 {
 		t.Fatalf("wrote %d packets to the device, want 1", len(dev.wrote))

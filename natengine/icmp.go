@@ -54,6 +54,34 @@ func quote(b []byte, p, ip *packet.Parsed) ([]byte, bool) {
 	return inner, true
 }
 
+// quotedFlow decodes the packet an ICMP error b quotes into ip and returns
+// the quote and the translation of the flow it belongs to, which must run
+// in direction want. The quote runs the opposite way to the error, so its
+// reversed tuple is the flow's key.
+func (e *Engine) quotedFlow(b []byte, p, ip *packet.Parsed, want uint32) ([]byte, mapping, DropReason) {
+	inner, ok := quote(b, p, ip)
+	if !ok {
+		return nil, mapping{}, DropMalformed
+	}
+	k := key{a: ip.Dst, ap: ip.DstPort, b: ip.Src, bp: ip.SrcPort, proto: ip.Proto, v6: ip.Version == 6}
+	f, dir, st := e.t.lookup(&k)
+	if st == nil {
+		return nil, mapping{}, DropNoFlow
+	}
+	m := mapping{local: f.local, global: f.global, lport: f.lport, gport: f.gport}
+	st.Unlock()
+	if dir != want {
+		return nil, mapping{}, DropNoFlow
+	}
+	return inner, m, dropNone
+}
+
+// mapping is a flow's translation, copied out from under its lock.
+type mapping struct {
+	local, global [16]byte
+	lport, gport  uint16
+}
+
 // egressError translates an error a local host or router sends about a
 // packet that came in: the quote runs remote → local, translated, and the
 // remote must see it as remote → global, from global.
@@ -62,20 +90,11 @@ func (e *Engine) egressError(s *snapshot, b []byte, p *packet.Parsed) bool {
 		return true
 	}
 	var ip packet.Parsed
-	inner, ok := quote(b, p, &ip)
-	if !ok {
-		return e.drop(DropMalformed)
-	}
-	k := key{a: ip.Dst, ap: ip.DstPort, b: ip.Src, bp: ip.SrcPort, proto: ip.Proto, v6: ip.Version == 6}
-	f, dir, st := e.t.lookup(&k)
-	if st == nil {
-		return e.drop(DropNoFlow)
+	inner, f, r := e.quotedFlow(b, p, &ip, dirEgress)
+	if r != dropNone {
+		return e.drop(r)
 	}
 	g, gp, lp := f.global, f.gport, f.lport
-	st.Unlock()
-	if dir != dirEgress {
-		return e.drop(DropNoFlow)
-	}
 	packet.SetDstAddr(inner, &ip, g)
 	if gp != lp {
 		packet.SetDstPort(inner, &ip, gp)
@@ -90,18 +109,12 @@ func (e *Engine) egressError(s *snapshot, b []byte, p *packet.Parsed) bool {
 // side must see it as local → remote, sent to local.
 func (e *Engine) ingressError(b []byte, p *packet.Parsed) bool {
 	var ip packet.Parsed
-	inner, ok := quote(b, p, &ip)
-	if !ok {
-		return e.drop(DropMalformed)
-	}
-	k := key{a: ip.Dst, ap: ip.DstPort, b: ip.Src, bp: ip.SrcPort, proto: ip.Proto, v6: ip.Version == 6}
-	f, dir, st := e.t.lookup(&k)
-	if st == nil {
-		return e.drop(DropNoFlow)
+	inner, f, r := e.quotedFlow(b, p, &ip, dirIngress)
+	if r != dropNone {
+		return e.drop(r)
 	}
 	l, g, lp, gp := f.local, f.global, f.lport, f.gport
-	st.Unlock()
-	if dir != dirIngress || g != p.Dst {
+	if g != p.Dst {
 		// An error about one global address must be sent to it, or it
 		// could be used to reach another flow's local side.
 		return e.drop(DropNoFlow)

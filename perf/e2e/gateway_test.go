@@ -199,7 +199,7 @@ func (e *env) testAntiSpoofing(t *testing.T) {
 		counter = "snorkel_transport_drops_total"
 	}
 	labels := map[string]string{"remote_cluster": "c2", "reason": "spoofed_source"}
-	before := e.metric(t, e.c1, counter, labels)
+	before := metricValue(t, e.c1, counter, labels)
 
 	if err := e.c2.AddAddr("lo", spoofedSource); err != nil {
 		t.Fatal(err)
@@ -234,7 +234,7 @@ func (e *env) testAntiSpoofing(t *testing.T) {
 	if legit < 2 || foreign != 0 {
 		t.Errorf("%s received %d echo requests from c2's node and %d from %s; want 2 and 0:\n%s", c1PodName, legit, foreign, spoofedSource.Addr(), strings.Join(lines, "\n"))
 	}
-	if after := e.metric(t, e.c1, counter, labels); after-before < spoofed {
+	if after := metricValue(t, e.c1, counter, labels); after-before < spoofed {
 		t.Errorf("c1 gateway %s went from %v to %v; want it to count the %d spoofed packets", series(counter, labels), before, after, spoofed)
 	}
 }
@@ -245,7 +245,7 @@ func (e *env) testFragNeeded(t *testing.T) {
 	mtu := e.pathMTU(t)
 	tun := e.tun("c1")
 	labels := map[string]string{"remote_cluster": "c2", "reason": "too_big"}
-	before := e.metric(t, e.c1, "snorkel_gateway_drops_total", labels)
+	before := metricValue(t, e.c1, "snorkel_gateway_drops_total", labels)
 
 	// With the TUN device's MTU above the path MTU, the kernel routes the
 	// oversize packet into the device instead of answering it itself: the
@@ -268,7 +268,7 @@ func (e *env) testFragNeeded(t *testing.T) {
 	if got != 0 {
 		t.Errorf("a %d-byte packet with DF crossed a tunnel with path MTU %d:\n%s", underlayMTU, mtu, out)
 	}
-	counted := e.metric(t, e.c1, "snorkel_gateway_drops_total", labels) - before
+	counted := metricValue(t, e.c1, "snorkel_gateway_drops_total", labels) - before
 	if counted < 1 {
 		t.Errorf("c1 gateway %s went from %v to %v; want the oversize packet counted", series("snorkel_gateway_drops_total", labels), before, before+counted)
 	}

@@ -403,7 +403,7 @@ func (e *gnEnv) testFlows(t *testing.T) {
 	}
 }
 
-// metricValue is env.metric for any gateway namespace.
+// metricValue fetches one sample from the /metrics of the gateway in gw.
 func metricValue(t *testing.T, gw *topo.NS, name string, labels map[string]string) float64 {
 	t.Helper()
 	text, err := getText(t.Context(), gw, "/metrics")

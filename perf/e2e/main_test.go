@@ -158,18 +158,3 @@ func (e *env) status(t *testing.T, gw *topo.NS) gateway.Stats {
 	}
 	return st
 }
-
-// metric fetches one sample from a gateway's /metrics; a counter the
-// gateway does not export yet counts as zero.
-func (e *env) metric(t *testing.T, gw *topo.NS, name string, labels map[string]string) float64 {
-	t.Helper()
-	text, err := getText(t.Context(), gw, "/metrics")
-	if err != nil {
-		t.Fatalf("metrics of the gateway in %s: %v", gw, err)
-	}
-	v, err := sample(text, name, labels)
-	if err != nil {
-		t.Fatalf("metrics of the gateway in %s: %v", gw, err)
-	}
-	return v
-}

@@ -25,16 +25,10 @@ var ErrChecksFailed = errors.New("lab: checks failed")
 // all down, also when ctx is cancelled (Ctrl-C). The state directory is
 // removed after a clean pass and kept, with its logs, otherwise.
 func Run(ctx context.Context, o Options, w io.Writer) error {
-	o.applyDefaults()
-	fmt.Fprintf(w, "snorkel lab: scenario %s, transport %s, state in %s\n", o.Scenario.Name, o.Transport, o.StateDir)
-	o.Progress = w
-	l, err := Up(ctx, o)
+	l, err := upAndDescribe(ctx, o, w, "snorkel lab")
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(w)
-	describe(w, l)
-	fmt.Fprintln(w)
 	checks := l.Demo(ctx, w)
 	failed := 0
 	for _, c := range checks {
@@ -89,19 +83,29 @@ func RunScenarios(ctx context.Context, o Options, scenarios []Scenario, w io.Wri
 	return nil
 }
 
-// UpAndDescribe is `snorkel lab up`: it brings the lab up, leaves it
-// running, and says how to explore it.
-func UpAndDescribe(ctx context.Context, o Options, w io.Writer) error {
+// upAndDescribe brings the lab up, reporting progress to w under the
+// command's name, and describes what it built.
+func upAndDescribe(ctx context.Context, o Options, w io.Writer, command string) (*Lab, error) {
 	o.applyDefaults()
-	fmt.Fprintf(w, "snorkel lab up: scenario %s, transport %s, state in %s\n", o.Scenario.Name, o.Transport, o.StateDir)
+	fmt.Fprintf(w, "%s: scenario %s, transport %s, state in %s\n", command, o.Scenario.Name, o.Transport, o.StateDir)
 	o.Progress = w
 	l, err := Up(ctx, o)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	fmt.Fprintln(w)
 	describe(w, l)
 	fmt.Fprintln(w)
+	return l, nil
+}
+
+// UpAndDescribe is `snorkel lab up`: it brings the lab up, leaves it
+// running, and says how to explore it.
+func UpAndDescribe(ctx context.Context, o Options, w io.Writer) error {
+	l, err := upAndDescribe(ctx, o, w, "snorkel lab up")
+	if err != nil {
+		return err
+	}
 	hints(w, l)
 	fmt.Fprintf(w, "\nstop it with: snorkel lab down --state-dir %s\n", l.StateDir)
 	return nil
