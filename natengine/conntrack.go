@@ -3,7 +3,6 @@ package natengine
 import (
 	"encoding/binary"
 	"math/bits"
-	"sync"
 	"sync/atomic"
 )
 
@@ -18,28 +17,41 @@ import (
 // per direction, chained in one bucket array. The layout is pointer-free so
 // the garbage collector never scans the table.
 //
-// The keys (addresses, ports, proto, kind) are written under Engine.mu before
-// the flow is linked and do not change while it is; next is guarded by the
-// stripe lock of the bucket it chains; gen and kind's live bit by Engine.mu;
-// seen and st are atomics because both directions update them at once.
+// Packets look flows up without a lock, seqlock-style. Everything that
+// changes the table's structure runs under Engine.mu: it writes a slot's keys
+// and translation (proto, kind, addresses, ports, created) while the slot is
+// unlinked, and publishes through atomics — the chain links, and the
+// sequence number in the high half of the state word, odd while the flow is
+// linked and bumped on every link and unlink. A reader copies what it needs
+// and then checks that the sequence number has not moved; if it has, the
+// copy may be torn and is thrown away. seen and the low half of state (the
+// FlowState and what has been seen) are atomics because both directions
+// update them at once.
 type flow struct {
 	local, global, remote [16]byte
 	lport, gport, rport   uint16
 	proto                 uint8
 	kind                  uint8
-	next                  [2]uint32 // next node in the bucket of each key
+	next                  [2]atomic.Uint32 // next node in the bucket of each key
 	created               uint32
-	gen                   uint32 // bumped on removal: stale references see it
 	seen                  atomic.Uint32
-	st                    atomic.Uint32
+	state                 atomic.Uint64 // sequence << 32 | state word
 }
+
+// seq returns the flow's sequence number: odd while it is linked.
+func (f *flow) seq() uint32 { return uint32(f.state.Load() >> 32) }
+
+// linked reports whether the flow is live, findable by its keys.
+func (f *flow) linked() bool { return f.seq()&1 != 0 }
+
+// st returns the flow's state word (state.go).
+func (f *flow) st() uint32 { return uint32(f.state.Load()) }
 
 // flow.kind bits.
 const (
-	kindLive    = 1 << iota
-	kindV6      // addresses are IPv6
-	kindInbound // started by Ingress: egress packets are its replies
-	kindEcho    // ICMP echo: the identifier stands for both ports
+	kindV6      = 1 << iota // addresses are IPv6
+	kindInbound             // started by Ingress: egress packets are its replies
+	kindEcho                // ICMP echo: the identifier stands for both ports
 )
 
 func (f *flow) echo() bool { return f.kind&kindEcho != 0 }
@@ -77,6 +89,10 @@ func (f *flow) key(dir uint32) key {
 	return k
 }
 
+// matches reports whether key k is the flow's key in direction dir. It
+// serves lookup too, so the race detector looks away here as well.
+//
+//go:norace
 func (f *flow) matches(dir uint32, k *key) bool {
 	if f.proto != k.proto || (f.kind&kindV6 != 0) != k.v6 {
 		return false
@@ -98,27 +114,21 @@ func (f *flow) matches(dir uint32, k *key) bool {
 const (
 	pageBits = 12
 	pageSize = 1 << pageBits
-	// numStripes locks for the buckets: enough that the egress goroutine
-	// and the ingress goroutines rarely meet on one.
-	numStripes = 1024
+	// maxHops bounds a lock-free walk of a chain, which may wander through
+	// slots that are unlinked and reused under it.
+	maxHops = 64
+	// maxRetries bounds the restarts of a lookup whose copy was torn.
+	maxRetries = 4
 )
 
-// stripe is a bucket lock padded to its own cache line.
-type stripe struct {
-	sync.Mutex
-	_ [64 - 8]byte
-}
-
 // table is the connection-tracking table: the slab and the hash index.
-// Lookups take one stripe lock; everything that links, unlinks or allocates
-// runs under Engine.mu and takes stripe locks only to exclude lookups, so it
-// may read chains without them.
+// Lookups take no lock; everything that links, unlinks or allocates runs
+// under Engine.mu.
 type table struct {
 	seed    uint64
 	pages   []*[pageSize]flow // fixed length; a page is set before any of its flows is linked
-	buckets []uint32          // node = flow index << 1 | dir; 0 ends a chain
+	buckets []atomic.Uint32   // node = flow index << 1 | dir; 0 ends a chain
 	mask    uint64
-	stripes []stripe
 
 	// Under Engine.mu.
 	used uint32 // slab slots handed out; slot 0 is never used
@@ -126,16 +136,15 @@ type table struct {
 	max  uint32
 }
 
-func newTable(maxFlows int, seed uint64) *table {
+func newTable(maxFlows int, seed uint64) table {
 	// Two keys per flow in at least as many buckets: chains stay short
 	// at the maximum.
-	nb := uint64(1) << bits.Len64(uint64(2*maxFlows-1))
-	return &table{
+	nb := uint64(1) << bits.Len64(uint64(4*maxFlows-1))
+	return table{
 		seed:    seed,
 		pages:   make([]*[pageSize]flow, (maxFlows+1+pageSize-1)/pageSize),
-		buckets: make([]uint32, nb),
+		buckets: make([]atomic.Uint32, nb),
 		mask:    nb - 1,
-		stripes: make([]stripe, numStripes),
 		max:     uint32(maxFlows),
 	}
 }
@@ -151,9 +160,12 @@ func (t *table) hash(k *key) uint64 {
 		p2 = 0x8ebc6af09c88c6e3
 	)
 	extra := uint64(k.ap)<<32 | uint64(k.bp)<<16 | uint64(k.proto)
-	if k.v6 {
-		extra |= 1 << 48
+	if !k.v6 {
+		// IPv4 addresses fill the first 4 bytes of a and b.
+		a := uint64(binary.LittleEndian.Uint32(k.a[:4]))<<32 | uint64(binary.LittleEndian.Uint32(k.b[:4]))
+		return mix(mix(t.seed^a, p0)^extra, p2)
 	}
+	extra |= 1 << 48
 	h := mix(t.seed^binary.LittleEndian.Uint64(k.a[:8]), binary.LittleEndian.Uint64(k.a[8:])^p0)
 	h = mix(h^binary.LittleEndian.Uint64(k.b[:8]), binary.LittleEndian.Uint64(k.b[8:])^p1)
 	return mix(h^extra, p2)
@@ -164,33 +176,65 @@ func mix(a, b uint64) uint64 {
 	return hi ^ lo
 }
 
-// lookup finds the flow with key k and returns it with the stripe that
-// guards it locked, or s == nil when there is none (and nothing locked).
-// The caller unlocks s when it is done with f.
-func (t *table) lookup(k *key) (f *flow, dir uint32, s *stripe) {
-	b := t.hash(k) & t.mask
-	s = &t.stripes[b&(numStripes-1)]
-	s.Lock()
-	for n := t.buckets[b]; n != 0; {
-		f = t.flow(n >> 1)
-		if f.matches(n&1, k) {
-			return f, n & 1, s
-		}
-		n = f.next[n&1]
-	}
-	s.Unlock()
-	return nil, 0, nil
+// view is a consistent copy of a linked flow, taken without a lock.
+type view struct {
+	mapping
+	idx   uint32
+	dir   uint32 // which of the flow's keys matched
+	seq   uint32
+	st    uint32 // the state word as read
+	proto uint8
+	kind  uint8
 }
 
-// find is lookup for a holder of Engine.mu, which needs no stripe lock to
-// read chains. It returns the flow index, or 0.
+// lookup copies the flow with key k into v and reports whether there is
+// one. It takes no lock, so a flow linked or unlinked meanwhile may be missed
+// either way; a caller that must not miss one repeats the search with find
+// under Engine.mu.
+//
+// The race detector is told to look away: the plain reads here race with
+// the writes of a slot being reused, by design, and the sequence check
+// discards what they read then.
+//
+//go:norace
+func (t *table) lookup(k *key, v *view) bool {
+	b := t.hash(k) & t.mask
+	for range maxRetries {
+		n := t.buckets[b].Load()
+		torn := false
+		for hops := 0; n != 0 && hops < maxHops; hops++ {
+			i, dir := n>>1, n&1
+			f := t.flow(i)
+			w := f.state.Load()
+			n = f.next[dir].Load()
+			if w>>32&1 == 0 || !f.matches(dir, k) {
+				continue
+			}
+			v.local, v.global, v.lport, v.gport = f.local, f.global, f.lport, f.gport
+			v.proto, v.kind = f.proto, f.kind
+			if f.state.Load()>>32 != w>>32 {
+				torn = true
+				break
+			}
+			v.idx, v.dir, v.seq, v.st = i, dir, uint32(w>>32), uint32(w)
+			return true
+		}
+		if !torn {
+			return false
+		}
+	}
+	return false
+}
+
+// find is lookup for a holder of Engine.mu, under which chains do not
+// change. It returns the flow index, or 0.
 func (t *table) find(k *key) (uint32, uint32) {
-	for n := t.buckets[t.hash(k)&t.mask]; n != 0; {
+	for n := t.buckets[t.hash(k)&t.mask].Load(); n != 0; {
 		f := t.flow(n >> 1)
 		if f.matches(n&1, k) {
 			return n >> 1, n & 1
 		}
-		n = f.next[n&1]
+		n = f.next[n&1].Load()
 	}
 	return 0, 0
 }
@@ -200,8 +244,7 @@ func (t *table) find(k *key) (uint32, uint32) {
 func (t *table) alloc() uint32 {
 	if i := t.free; i != 0 {
 		f := t.flow(i)
-		t.free = f.next[0]
-		f.next[0] = 0
+		t.free = f.next[0].Load()
 		return i
 	}
 	if t.used >= t.max {
@@ -215,42 +258,37 @@ func (t *table) alloc() uint32 {
 	return i
 }
 
-// link makes flow i findable by both its keys. Under Engine.mu.
-func (t *table) link(i uint32) {
+// link makes flow i, its fields written, findable by both its keys, with
+// state word st. Under Engine.mu.
+func (t *table) link(i uint32, st uint32) {
 	f := t.flow(i)
+	f.state.Store(uint64(f.seq()+1)<<32 | uint64(st))
 	for dir := uint32(0); dir < 2; dir++ {
 		k := f.key(dir)
-		b := t.hash(&k) & t.mask
-		s := &t.stripes[b&(numStripes-1)]
-		s.Lock()
-		f.next[dir] = t.buckets[b]
-		t.buckets[b] = i<<1 | dir
-		s.Unlock()
+		b := &t.buckets[t.hash(&k)&t.mask]
+		f.next[dir].Store(b.Load())
+		b.Store(i<<1 | dir)
 	}
 }
 
 // unlink removes both keys of flow i and returns its slot to the free list.
-// Under Engine.mu. Once a key's stripe is released no lookup holds the flow
-// through that key, so the slot may be reused.
+// Under Engine.mu. A lookup still walking through the slot sees its
+// sequence number move and discards what it read.
 func (t *table) unlink(i uint32) {
 	f := t.flow(i)
 	for dir := uint32(0); dir < 2; dir++ {
 		k := f.key(dir)
-		b := t.hash(&k) & t.mask
-		s := &t.stripes[b&(numStripes-1)]
+		p := &t.buckets[t.hash(&k)&t.mask]
 		node := i<<1 | dir
-		s.Lock()
-		p := &t.buckets[b]
-		for *p != 0 && *p != node {
-			p = &t.flow(*p >> 1).next[*p&1]
+		for n := p.Load(); n != 0 && n != node; n = p.Load() {
+			p = &t.flow(n >> 1).next[n&1]
 		}
-		if *p == node {
-			*p = f.next[dir]
+		if p.Load() == node {
+			p.Store(f.next[dir].Load())
 		}
-		s.Unlock()
 	}
-	f.kind &^= kindLive
-	f.gen++
-	f.next = [2]uint32{t.free, 0}
+	f.state.Store(uint64(f.seq()+1) << 32)
+	f.next[0].Store(t.free)
+	f.next[1].Store(0)
 	t.free = i
 }

@@ -214,8 +214,9 @@ func TestMillionFlowsAreUniqueAndReversible(t *testing.T) {
 }
 
 // TestConcurrentIngressAndEgress runs Ingress on several goroutines beside
-// Egress, with flows created, refreshed and expired all along; run it with
-// -race.
+// Egress, with flows created, refreshed, expired and their slots reused all
+// along, and checks every translation the lock-free lookups give; run it
+// with -race.
 func TestConcurrentIngressAndEgress(t *testing.T) {
 	e := newTestEngine(t, Config{MaxFlows: 5000}, testRules())
 	remote := a16("242.2.0.9")
@@ -231,9 +232,16 @@ func TestConcurrentIngressAndEgress(t *testing.T) {
 				default:
 				}
 				b, p := tp.set(remote, a16("242.1.0.200"), uint16(w*10000+i%5000), 80, syn)
-				e.Ingress(0, b, p)
-				b, p = tp.set(remote, a16("242.1.0.3"), 443, uint16(1024+i%3000), ack)
-				e.Ingress(0, b, p)
+				if e.Ingress(0, b, p) && (p.Dst != a16("10.96.0.10") || p.DstPort != 80) {
+					t.Errorf("service flow translated to %v:%d", addrOf(p.Dst, false), p.DstPort)
+					return
+				}
+				port := uint16(1024 + i%3000)
+				b, p = tp.set(remote, a16("242.1.0.3"), 443, port, ack)
+				if e.Ingress(0, b, p) && p.Dst != a16("242.1.0.3") && (p.Dst[0] != 10 || p.Dst[1] != 0 || p.DstPort != port) {
+					t.Errorf("reply to 242.1.0.3:%d translated to %v:%d", port, addrOf(p.Dst, false), p.DstPort)
+					return
+				}
 			}
 		})
 	}

@@ -50,7 +50,7 @@ const (
 // Translator. Create it with New.
 type Engine struct {
 	rules atomic.Pointer[snapshot]
-	t     *table
+	t     table
 	frags *fragments
 	to    timeouts
 	now   func() time.Time // nil: the default coarse clock
@@ -159,7 +159,7 @@ func (e *Engine) retire() {
 		end := min(start+retireChunk, e.t.used+1)
 		for i := start; i < end; i++ {
 			f := e.t.flow(i)
-			if f.kind&kindLive != 0 && !s.holds(f) {
+			if f.linked() && !s.holds(f) {
 				e.remove(i)
 				e.stats.retired.Add(1)
 			}
@@ -191,7 +191,7 @@ func (s *snapshot) holds(f *flow) bool {
 func (e *Engine) Egress(remote int, b []byte, p *packet.Parsed) bool {
 	s := e.rules.Load()
 	if s == nil || (p.Version == 6) != s.v6 || remote < 0 || remote >= len(s.remotes) ||
-		!s.remote[remote] || !s.remotes[remote].contains(&p.Dst) {
+		!s.remotes[remote].contains(&p.Dst) {
 		return true
 	}
 	now := e.clock()
@@ -203,12 +203,12 @@ func (e *Engine) Egress(remote int, b []byte, p *packet.Parsed) bool {
 		return e.egressError(s, b, p)
 	}
 	k := key{a: p.Src, ap: p.SrcPort, b: p.Dst, bp: p.DstPort, proto: p.Proto, v6: p.Version == 6}
+	var v view
 	var g [16]byte
-	var gp, lp uint16
-	if f, _, st := e.t.lookup(&k); st != nil {
-		e.touch(f, now, f.kind&kindInbound != 0, p.TCPFlags)
-		g, gp, lp = f.global, f.gport, f.lport
-		st.Unlock()
+	var gp uint16
+	if e.t.lookup(&k, &v) {
+		e.touch(&v, now, v.kind&kindInbound != 0, p.TCPFlags)
+		g, gp = v.global, v.gport
 	} else {
 		if !s.isLocal(&p.Src) {
 			return true
@@ -217,15 +217,11 @@ func (e *Engine) Egress(remote int, b []byte, p *packet.Parsed) bool {
 		if g, gp, r = e.newEgress(&k, p, now); r != dropNone {
 			return e.drop(r)
 		}
-		lp = p.SrcPort
 	}
 	if p.MoreFragments && !e.frags.record(p, g, now) {
 		return e.drop(DropFragmentsFull)
 	}
-	packet.SetSrcAddr(b, p, g)
-	if gp != lp {
-		packet.SetSrcPort(b, p, gp)
-	}
+	packet.SetSrc(b, p, g, gp)
 	return true
 }
 
@@ -236,7 +232,7 @@ func (e *Engine) Egress(remote int, b []byte, p *packet.Parsed) bool {
 func (e *Engine) Ingress(remote int, b []byte, p *packet.Parsed) bool {
 	s := e.rules.Load()
 	if s == nil || (p.Version == 6) != s.v6 || !s.global.contains(&p.Dst) || remote < 0 ||
-		remote >= len(s.remotes) || !s.remote[remote] || !s.remotes[remote].contains(&p.Src) {
+		remote >= len(s.remotes) || !s.remotes[remote].contains(&p.Src) {
 		return true
 	}
 	now := e.clock()
@@ -248,26 +244,22 @@ func (e *Engine) Ingress(remote int, b []byte, p *packet.Parsed) bool {
 		return e.ingressError(b, p)
 	}
 	k := key{a: p.Src, ap: p.SrcPort, b: p.Dst, bp: p.DstPort, proto: p.Proto, v6: p.Version == 6}
+	var v view
 	var l [16]byte
-	var lp, gp uint16
-	if f, _, st := e.t.lookup(&k); st != nil {
-		e.touch(f, now, f.kind&kindInbound == 0, p.TCPFlags)
-		l, lp, gp = f.local, f.lport, f.gport
-		st.Unlock()
+	var lp uint16
+	if e.t.lookup(&k, &v) {
+		e.touch(&v, now, v.kind&kindInbound == 0, p.TCPFlags)
+		l, lp = v.local, v.lport
 	} else {
 		var r DropReason
 		if l, lp, r = e.newIngress(&k, p, now); r != dropNone {
 			return e.drop(r)
 		}
-		gp = p.DstPort
 	}
 	if p.MoreFragments && !e.frags.record(p, l, now) {
 		return e.drop(DropFragmentsFull)
 	}
-	packet.SetDstAddr(b, p, l)
-	if lp != gp {
-		packet.SetDstPort(b, p, lp)
-	}
+	packet.SetDst(b, p, l, lp)
 	return true
 }
 
@@ -275,18 +267,32 @@ func (e *Engine) Ingress(remote int, b []byte, p *packet.Parsed) bool {
 // never counted.
 const dropNone = numDropReasons
 
-// touch records a packet of flow f at second now, in the reply direction if
-// reply, with TCP flags flags.
-func (e *Engine) touch(f *flow, now uint32, reply bool, flags uint8) {
+// touch records a packet of the flow v was copied from at second now, in
+// the reply direction if reply, with TCP flags flags. It changes nothing once
+// the flow is gone: the state word carries the sequence number v saw.
+func (e *Engine) touch(v *view, now uint32, reply bool, flags uint8) {
+	f := e.t.flow(v.idx)
+	old := uint64(v.seq)<<32 | uint64(v.st)
+	for {
+		w := old&^0xffffffff | uint64(advance(uint32(old), v.proto, reply, flags))
+		if w == old || f.state.CompareAndSwap(old, w) {
+			break
+		}
+		if old = f.state.Load(); uint32(old>>32) != v.seq {
+			return
+		}
+	}
 	if f.seen.Load() != now {
 		f.seen.Store(now)
 	}
-	for {
-		old := f.st.Load()
-		st := advance(old, f.proto, reply, flags)
-		if st == old || f.st.CompareAndSwap(old, st) {
-			return
-		}
+}
+
+// viewOf is a view of flow i. Under Engine.mu.
+func (t *table) viewOf(i, dir uint32) view {
+	f := t.flow(i)
+	return view{
+		mapping: mapping{local: f.local, global: f.global, lport: f.lport, gport: f.gport},
+		idx:     i, dir: dir, seq: f.seq(), st: f.st(), proto: f.proto, kind: f.kind,
 	}
 }
 
@@ -322,9 +328,9 @@ func (e *Engine) newEgress(k *key, p *packet.Parsed, now uint32) ([16]byte, uint
 	defer e.mu.Unlock()
 	// An inbound flow created meanwhile may own this tuple.
 	if i, dir := e.t.find(k); i != 0 && dir == dirEgress {
-		f := e.t.flow(i)
-		e.touch(f, now, f.kind&kindInbound != 0, p.TCPFlags)
-		return f.global, f.gport, dropNone
+		v := e.t.viewOf(i, dir)
+		e.touch(&v, now, v.kind&kindInbound != 0, p.TCPFlags)
+		return v.global, v.gport, dropNone
 	}
 	if !mayStart(p) {
 		return [16]byte{}, 0, DropNoFlow
@@ -363,9 +369,9 @@ func (e *Engine) newIngress(k *key, p *packet.Parsed, now uint32) ([16]byte, uin
 	defer e.mu.Unlock()
 	// Another goroutine may have created the flow since the lookup.
 	if i, dir := e.t.find(k); i != 0 && dir == dirIngress {
-		f := e.t.flow(i)
-		e.touch(f, now, f.kind&kindInbound == 0, p.TCPFlags)
-		return f.local, f.lport, dropNone
+		v := e.t.viewOf(i, dir)
+		e.touch(&v, now, v.kind&kindInbound == 0, p.TCPFlags)
+		return v.local, v.lport, dropNone
 	}
 	s := e.rules.Load()
 	r, ok := s.byGlob[k.b]
@@ -389,7 +395,7 @@ func (e *Engine) newIngress(k *key, p *packet.Parsed, now uint32) ([16]byte, uin
 }
 
 func (e *Engine) setKind(c *flow, p *packet.Parsed, kind uint8) {
-	c.kind = kindLive | kind
+	c.kind = kind
 	if p.Version == 6 {
 		c.kind |= kindV6
 	}
@@ -410,9 +416,8 @@ func (e *Engine) insert(c *flow, p *packet.Parsed, now uint32) uint32 {
 	f.created = now
 	f.seen.Store(now)
 	st := advance(initialState(c.proto), c.proto, false, p.TCPFlags)
-	f.st.Store(st)
-	e.t.link(i)
-	r := ref{i, f.gen}
+	e.t.link(i, st)
+	r := ref{i, f.seq()}
 	e.wheel.add(r, e.to.check(f, st, now, now))
 	e.evict.push(r)
 	e.live.Add(1)
@@ -444,7 +449,7 @@ func (e *Engine) makeRoom(now uint32) DropReason {
 			return DropTableFull
 		}
 		f := e.t.flow(r.idx)
-		if f.gen != r.gen || f.kind&kindLive == 0 || f.st.Load()&stReplied != 0 {
+		if f.seq() != r.seq || f.st()&stReplied != 0 {
 			continue
 		}
 		e.remove(r.idx)
@@ -482,10 +487,10 @@ func (e *Engine) reap(now uint32, budget int) {
 			return
 		}
 		f := e.t.flow(r.idx)
-		if f.gen != r.gen || f.kind&kindLive == 0 {
+		if f.seq() != r.seq {
 			continue
 		}
-		st, seen := f.st.Load(), f.seen.Load()
+		st, seen := f.st(), f.seen.Load()
 		if int32(now-(seen+e.to.of(f, st))) >= 0 {
 			e.remove(r.idx)
 			e.stats.expired.Add(1)

@@ -2,9 +2,9 @@ package natengine
 
 import "math/bits"
 
-// ref names one life of a flow: a slot and its generation. A ref outlives
-// the flow harmlessly; the generation tells it is stale.
-type ref struct{ idx, gen uint32 }
+// ref names one life of a flow: a slot and its sequence number while linked.
+// A ref outlives the flow harmlessly; the sequence number tells it is stale.
+type ref struct{ idx, seq uint32 }
 
 // wheel is a timing wheel of one-second slots spanning the longest timeout.
 // Every live flow has one ref in the slot of the second it must next be
@@ -12,19 +12,28 @@ type ref struct{ idx, gen uint32 }
 // time and state, expires it if idle long enough, and otherwise moves the ref
 // to the slot of its real deadline. Packets therefore never touch the wheel,
 // and expiry visits each flow about once per timeout instead of scanning the
-// table. Under Engine.mu.
+// table. A slot is a list of fixed chunks, so that a slot a million flows
+// fall into grows without copying. Under Engine.mu.
 type wheel struct {
-	slots [][]ref
+	slots []*chunk // each slot's chunks, the one being filled first
 	mask  uint32
 	done  uint32 // the last second whose slot has been taken for processing
-	cur   []ref  // the slot being processed, taken out of the wheel
-	pos   int
-	spare []ref // a drained slot's array, reused for the next one taken
+	cur   *chunk // the slot being processed, taken out of the wheel
+	free  *chunk // drained chunks, for reuse
+}
+
+// chunkRefs fills a chunk to 1 KiB.
+const chunkRefs = 126
+
+type chunk struct {
+	refs [chunkRefs]ref
+	n    int
+	next *chunk
 }
 
 func newWheel(span, now uint32) *wheel {
 	n := uint32(1) << bits.Len32(span+1)
-	return &wheel{slots: make([][]ref, n), mask: n - 1, done: now}
+	return &wheel{slots: make([]*chunk, n), mask: n - 1, done: now}
 }
 
 // add schedules r at second at. A slot already taken would hold it for a
@@ -35,21 +44,32 @@ func (w *wheel) add(r ref, at uint32) {
 		at = w.done + 1
 	}
 	s := &w.slots[at&w.mask]
-	*s = append(*s, r)
+	c := *s
+	if c == nil || c.n == chunkRefs {
+		c = w.free
+		if c != nil {
+			w.free, c.n = c.next, 0
+		} else {
+			c = new(chunk)
+		}
+		c.next, *s = *s, c
+	}
+	c.refs[c.n] = r
+	c.n++
 }
 
 // next returns the next ref due by now, or false when none is. It takes the
 // slots of the seconds up to now in turn; a ref re-added during processing
-// lands in a slot not yet taken, or in the fresh array of the current one.
+// lands in a slot not yet taken.
 func (w *wheel) next(now uint32) (ref, bool) {
 	for {
-		if w.pos < len(w.cur) {
-			r := w.cur[w.pos]
-			w.pos++
-			return r, true
-		}
-		if w.cur != nil {
-			w.spare, w.cur = w.cur[:0], nil
+		if c := w.cur; c != nil {
+			if c.n > 0 {
+				c.n--
+				return c.refs[c.n], true
+			}
+			w.cur, c.next, w.free = c.next, w.free, c
+			continue
 		}
 		if int32(now-w.done) <= 0 {
 			return ref{}, false
@@ -60,9 +80,7 @@ func (w *wheel) next(now uint32) (ref, bool) {
 		}
 		w.done++
 		s := &w.slots[w.done&w.mask]
-		w.cur, w.pos = *s, 0
-		*s = w.spare
-		w.spare = nil
+		w.cur, *s = *s, nil
 	}
 }
 

@@ -44,10 +44,10 @@ func (e *Engine) Flows() []Flow {
 	out := make([]Flow, 0, e.live.Load())
 	for i := uint32(1); i <= e.t.used; i++ {
 		f := e.t.flow(i)
-		if f.kind&kindLive == 0 {
+		if !f.linked() {
 			continue
 		}
-		st := f.st.Load()
+		st := f.st()
 		fl := Flow{
 			Inbound: f.kind&kindInbound != 0,
 			Proto:   f.proto,

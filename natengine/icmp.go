@@ -64,19 +64,26 @@ func (e *Engine) quotedFlow(b []byte, p, ip *packet.Parsed, want uint32) ([]byte
 		return nil, mapping{}, DropMalformed
 	}
 	k := key{a: ip.Dst, ap: ip.DstPort, b: ip.Src, bp: ip.SrcPort, proto: ip.Proto, v6: ip.Version == 6}
-	f, dir, st := e.t.lookup(&k)
-	if st == nil {
+	var v view
+	if !e.t.lookup(&k, &v) {
+		// Errors are rare: make sure of a miss.
+		e.mu.Lock()
+		i, dir := e.t.find(&k)
+		if i != 0 {
+			v = e.t.viewOf(i, dir)
+		}
+		e.mu.Unlock()
+		if i == 0 {
+			return nil, mapping{}, DropNoFlow
+		}
+	}
+	if v.dir != want {
 		return nil, mapping{}, DropNoFlow
 	}
-	m := mapping{local: f.local, global: f.global, lport: f.lport, gport: f.gport}
-	st.Unlock()
-	if dir != want {
-		return nil, mapping{}, DropNoFlow
-	}
-	return inner, m, dropNone
+	return inner, v.mapping, dropNone
 }
 
-// mapping is a flow's translation, copied out from under its lock.
+// mapping is a flow's translation.
 type mapping struct {
 	local, global [16]byte
 	lport, gport  uint16

@@ -31,13 +31,19 @@ func newCIDR(p netip.Prefix) cidr {
 		m[i/8] |= 0x80 >> (i % 8)
 	}
 	return cidr{
-		hi: binary.BigEndian.Uint64(a[:8]), lo: binary.BigEndian.Uint64(a[8:]),
-		mhi: binary.BigEndian.Uint64(m[:8]), mlo: binary.BigEndian.Uint64(m[8:]),
+		hi: binary.LittleEndian.Uint64(a[:8]), lo: binary.LittleEndian.Uint64(a[8:]),
+		mhi: binary.LittleEndian.Uint64(m[:8]), mlo: binary.LittleEndian.Uint64(m[8:]),
 	}
 }
 
+// noAddress is a cidr that contains no address: no masked address has a bit
+// outside the mask.
+var noAddress = cidr{hi: 1}
+
+// contains masks a bytewise, so any byte order does; little-endian loads
+// are plain loads on the machines the gateway runs on.
 func (c *cidr) contains(a *[16]byte) bool {
-	return binary.BigEndian.Uint64(a[:8])&c.mhi == c.hi && binary.BigEndian.Uint64(a[8:])&c.mlo == c.lo
+	return binary.LittleEndian.Uint64(a[:8])&c.mhi == c.hi && binary.LittleEndian.Uint64(a[8:])&c.mlo == c.lo
 }
 
 // addr16 lays a out as packet.Parsed does.
@@ -95,8 +101,7 @@ type ingressRule struct {
 type snapshot struct {
 	v6      bool
 	global  cidr
-	remotes []cidr
-	remote  []bool // remotes[i] is set (a Globalnet remote)
+	remotes []cidr // noAddress for a remote without Globalnet
 	local   []cidr // those of Rules.Local in the family of Global
 	podSel  memberIndex
 	ns      memberIndex
@@ -120,7 +125,7 @@ func (s *snapshot) isLocal(a *[16]byte) bool {
 
 func (s *snapshot) isRemote(a *[16]byte) bool {
 	for i := range s.remotes {
-		if s.remote[i] && s.remotes[i].contains(a) {
+		if s.remotes[i].contains(a) {
 			return true
 		}
 	}
@@ -233,9 +238,9 @@ func compile(r Rules) (*snapshot, error) {
 	}
 
 	s.remotes = make([]cidr, len(r.Remotes))
-	s.remote = make([]bool, len(r.Remotes))
 	for i, p := range r.Remotes {
 		f := fmt.Sprintf("Rules.Remotes[%d]", i)
+		s.remotes[i] = noAddress
 		if !p.IsValid() {
 			continue // a remote without Globalnet: its traffic passes as it is
 		}
@@ -257,7 +262,7 @@ func compile(r Rules) (*snapshot, error) {
 				return nil, fmt.Errorf("natengine: %s %s overlaps Rules.Remotes[%d] %s; every cluster needs its own global CIDR", f, p, j, q)
 			}
 		}
-		s.remotes[i], s.remote[i] = newCIDR(p), true
+		s.remotes[i] = newCIDR(p)
 	}
 
 	taken := map[netip.Addr]string{}

@@ -9,12 +9,14 @@ import (
 // fills it; keep one per worker and reuse it. It has no pointers, so it never
 // keeps the packet alive.
 type Parsed struct {
-	Version uint8 // 4 or 6
+	// Src and Dst hold IPv4 addresses in the first 4 bytes, the rest zero.
+	// They come first, 16-byte aligned, so that reading one whole does not
+	// straddle the stores that wrote it.
+	Src, Dst [16]byte
+	Version  uint8 // 4 or 6
 	// Proto is the IANA protocol number of the upper layer, after any IPv6
 	// extension headers.
 	Proto uint8
-	// Src and Dst hold IPv4 addresses in the first 4 bytes, the rest zero.
-	Src, Dst [16]byte
 	// IPHeaderLen is the offset of the upper-layer header, IPv4 options and
 	// IPv6 extension headers included.
 	IPHeaderLen int

@@ -28,23 +28,117 @@ const (
 // SetSrcAddr stores a as the source address of b. For IPv4 the address is in
 // the first 4 bytes of a.
 func SetSrcAddr(b []byte, p *Parsed, a [16]byte) {
-	if p.Version == 4 {
-		setAddr(b, p, ipv4SrcOffset, 4, &a)
-	} else {
-		setAddr(b, p, ipv6SrcOffset, 16, &a)
-	}
-	p.Src = p.maskAddr(a)
+	set(b, p, p.srcOffset(), &a, -1, 0)
 }
 
 // SetDstAddr stores a as the destination address of b. For IPv4 the address
 // is in the first 4 bytes of a.
 func SetDstAddr(b []byte, p *Parsed, a [16]byte) {
+	set(b, p, p.dstOffset(), &a, -1, 0)
+}
+
+// SetSrcPort stores port as the TCP or UDP source port of b, or as the
+// identifier of an ICMP or ICMPv6 echo message, and reports whether b has
+// such a field.
+func SetSrcPort(b []byte, p *Parsed, port uint16) bool {
+	return set(b, p, 0, nil, 0, port)
+}
+
+// SetDstPort stores port as the TCP or UDP destination port of b, or as the
+// identifier of an ICMP or ICMPv6 echo message, and reports whether b has
+// such a field.
+func SetDstPort(b []byte, p *Parsed, port uint16) bool {
+	return set(b, p, 0, nil, 2, port)
+}
+
+// SetSrc stores a as the source address of b and, when b has a port field
+// (see SetSrcPort), port as its source port, updating each checksum once for
+// both changes.
+func SetSrc(b []byte, p *Parsed, a [16]byte, port uint16) {
+	set(b, p, p.srcOffset(), &a, 0, port)
+}
+
+// SetDst stores a as the destination address of b and, when b has a port
+// field (see SetDstPort), port as its destination port, updating each
+// checksum once for both changes.
+func SetDst(b []byte, p *Parsed, a [16]byte, port uint16) {
+	set(b, p, p.dstOffset(), &a, 2, port)
+}
+
+func (p *Parsed) srcOffset() int {
 	if p.Version == 4 {
-		setAddr(b, p, ipv4DstOffset, 4, &a)
-	} else {
-		setAddr(b, p, ipv6DstOffset, 16, &a)
+		return ipv4SrcOffset
 	}
-	p.Dst = p.maskAddr(a)
+	return ipv6SrcOffset
+}
+
+func (p *Parsed) dstOffset() int {
+	if p.Version == 4 {
+		return ipv4DstOffset
+	}
+	return ipv6DstOffset
+}
+
+// set stores address a (unless nil) at offset off and port at offset
+// field of the upper-layer header (unless field < 0), and fixes the
+// checksums with one incremental update each. It reports whether b has the
+// port field asked for.
+func set(b []byte, p *Parsed, off int, a *[16]byte, field int, port uint16) bool {
+	// ip and l4 are the one's-complement differences the rewrite makes to
+	// the sums that cover it: ~m + m' of RFC 1624, section 3, over every
+	// changed word.
+	var ip, l4 uint64
+	c, pseudo := p.checksumField()
+	fix := false
+	if a != nil {
+		n := 16
+		if p.Version == 4 {
+			n = 4
+		}
+		old := b[off : off+n]
+		if n == 4 {
+			ip = uint64(^binary.BigEndian.Uint32(old)) + uint64(binary.BigEndian.Uint32(a[:]))
+		} else {
+			for i := 0; i < n; i += 4 {
+				ip += uint64(^binary.BigEndian.Uint32(old[i:])) + uint64(binary.BigEndian.Uint32(a[i:]))
+			}
+		}
+		copy(old, a[:n])
+		if p.Version == 4 {
+			h := IPv4(b)
+			h.SetChecksum(^fold(uint64(^h.Checksum()) + ip))
+		}
+		if pseudo && !(off == ipv6DstOffset && p.Version == 6 && p.routed) {
+			l4, fix = ip, true
+		}
+		// Parsed keeps the unused bytes of an IPv4 address zero already.
+		if off == ipv4SrcOffset && p.Version == 4 || off == ipv6SrcOffset && p.Version == 6 {
+			copy(p.Src[:n], a[:n])
+		} else {
+			copy(p.Dst[:n], a[:n])
+		}
+	}
+	hasPort := false
+	if field >= 0 {
+		if f, echo := p.portOffset(field); f >= 0 {
+			hasPort, fix = true, true
+			old := binary.BigEndian.Uint16(b[f:])
+			binary.BigEndian.PutUint16(b[f:], port)
+			l4 += uint64(^old) + uint64(port)
+			switch {
+			case echo:
+				p.SrcPort, p.DstPort = port, port
+			case field == 0:
+				p.SrcPort = port
+			default:
+				p.DstPort = port
+			}
+		}
+	}
+	if c >= 0 && fix {
+		p.storeChecksum(b, c, ^fold(uint64(^binary.BigEndian.Uint16(b[c:]))+l4))
+	}
+	return hasPort
 }
 
 // maskAddr zeroes the bytes of a that an address of p's version does not use,
@@ -56,68 +150,21 @@ func (p *Parsed) maskAddr(a [16]byte) [16]byte {
 	return a
 }
 
-func setAddr(b []byte, p *Parsed, off, n int, a *[16]byte) {
-	old, new := b[off:off+n], a[:n]
-	if p.Version == 4 {
-		h := IPv4(b)
-		h.SetChecksum(UpdateChecksum(h.Checksum(), old, new))
-	}
-	c, pseudo := p.checksumField()
-	fix := c >= 0 && pseudo && !(off == ipv6DstOffset && p.Version == 6 && p.routed)
-	var xsum uint16
-	if fix {
-		xsum = UpdateChecksum(binary.BigEndian.Uint16(b[c:]), old, new)
-	}
-	copy(old, new)
-	if fix {
-		p.storeChecksum(b, c, xsum)
-	}
-}
-
-// SetSrcPort stores port as the TCP or UDP source port of b, or as the
-// identifier of an ICMP or ICMPv6 echo message, and reports whether b has
-// such a field.
-func SetSrcPort(b []byte, p *Parsed, port uint16) bool {
-	return setPort(b, p, 0, port)
-}
-
-// SetDstPort stores port as the TCP or UDP destination port of b, or as the
-// identifier of an ICMP or ICMPv6 echo message, and reports whether b has
-// such a field.
-func SetDstPort(b []byte, p *Parsed, port uint16) bool {
-	return setPort(b, p, 2, port)
-}
-
-// setPort stores port at offset field of the upper-layer header. An echo
-// identifier is at offset 4 whichever port is set: it names the flow at both
-// ends, as a port pair would.
-func setPort(b []byte, p *Parsed, field int, port uint16) bool {
+// portOffset returns the offset in b of the port at offset field of the
+// upper-layer header, and whether it is an echo identifier, which is at
+// offset 4 whichever port is asked for: it names the flow at both ends, as a
+// port pair would. It returns -1 when b has no such field.
+func (p *Parsed) portOffset(field int) (int, bool) {
 	if p.FragOffset != 0 {
-		return false
+		return -1, false
 	}
-	echo := p.isEcho()
 	switch {
 	case p.Proto == ProtoTCP || p.Proto == ProtoUDP:
-	case echo:
-		field = 4
-	default:
-		return false
+		return p.IPHeaderLen + field, false
+	case p.isEcho():
+		return p.IPHeaderLen + 4, true
 	}
-	f := p.IPHeaderLen + field
-	old := binary.BigEndian.Uint16(b[f:])
-	binary.BigEndian.PutUint16(b[f:], port)
-	if c, _ := p.checksumField(); c >= 0 {
-		p.storeChecksum(b, c, UpdateChecksum16(binary.BigEndian.Uint16(b[c:]), old, port))
-	}
-	switch {
-	case echo:
-		p.SrcPort, p.DstPort = port, port
-	case field == 0:
-		p.SrcPort = port
-	default:
-		p.DstPort = port
-	}
-	return true
+	return -1, false
 }
 
 // checksumField returns the offset in b of the upper-layer checksum that a
