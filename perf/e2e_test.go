@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,8 +14,9 @@ import (
 )
 
 // TestThroughputEndToEnd runs the whole benchmark briefly: Snorkel over
-// WireGuard against wireguard-go, one 2 s rep each, with real gateways,
-// iperf3 and wireguard-go processes in network namespaces.
+// WireGuard, with and without Globalnet, against wireguard-go, one 2 s rep
+// each, with real gateways, iperf3 and wireguard-go processes in network
+// namespaces.
 func TestThroughputEndToEnd(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to create network namespaces and TUN devices")
@@ -33,9 +35,10 @@ func TestThroughputEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(t.TempDir(), "out")
-	prefix := fmt.Sprintf("t%d", os.Getpid()%100000)
+	prefix := fmt.Sprintf("sgt%d-", os.Getpid()%10000)
 	res, err := RunThroughput(ctx, ThroughputOptions{
 		Transports:  []string{"wireguard"},
+		Globalnet:   true,
 		Baselines:   []string{BaselineWireGuardGo},
 		Reps:        1,
 		Duration:    2 * time.Second,
@@ -51,7 +54,7 @@ func TestThroughputEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"snorkel-wireguard", "wireguard-go"} {
+	for _, name := range []string{"snorkel-wireguard", "snorkel-wireguard-globalnet", "wireguard-go"} {
 		s, ok := res.Summary(name, MetricThroughput.Name)
 		if !ok || s.N != 1 || s.Median <= 0 {
 			t.Errorf("%s: throughput summary %+v, want one non-zero value", name, s)
@@ -60,14 +63,18 @@ func TestThroughputEndToEnd(t *testing.T) {
 			t.Errorf("%s: no tunnel CPU measured: %+v", name, c)
 		}
 	}
-	if len(res.Comparisons) != 1 || res.Comparisons[0].Ratio <= 0 {
-		t.Errorf("comparisons %+v", res.Comparisons)
+	if len(res.Comparisons) != 2 || res.Comparisons[0].Ratio <= 0 || res.Comparisons[1].Ratio <= 0 ||
+		res.Comparisons[1].System != "snorkel-wireguard-globalnet" || res.Comparisons[1].Baseline != "snorkel-wireguard" {
+		t.Errorf("comparisons %+v, want snorkel-wireguard against wireguard-go and its Globalnet system against it", res.Comparisons)
+	}
+	if gn := res.Systems[1]; !strings.Contains(gn.Server, "global IP 242.2.") {
+		t.Errorf("Globalnet system's server %q, want one reached at a global IP", gn.Server)
 	}
 	back, err := ReadResults(filepath.Join(out, "results.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(back.Runs) != 2 || back.Runs[0].Raw == "" {
+	if len(back.Runs) != 3 || back.Runs[0].Raw == "" {
 		t.Errorf("results.json holds %+v", back.Runs)
 	}
 	if st, err := os.Stat(filepath.Join(out, "report.md")); err != nil || st.Size() == 0 {

@@ -95,8 +95,8 @@ func (r IperfTCP) values() map[string]float64 {
 	}
 }
 
-// startIperfServer starts `iperf3 -s` bound to addr in ns, as a process of
-// t, and waits until it listens.
+// startIperfServer starts `iperf3 -s` bound to addr, an address of ns, as
+// a process of t, and waits until it listens.
 func startIperfServer(ctx context.Context, t *topo.Topology, ns *topo.NS, addr netip.Addr) (*topo.Process, error) {
 	p, err := ns.Start("iperf3-server", "iperf3", "-s", "-B", addr.String(), "-p", strconv.Itoa(iperfPort))
 	if err != nil {

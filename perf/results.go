@@ -73,8 +73,11 @@ type SystemInfo struct {
 	// ("snorkel-wireguard", "wireguard-go").
 	Name string `json:"name"`
 	// Kind is KindSnorkel or KindBaseline.
-	Kind        string `json:"kind"`
-	Transport   string `json:"transport,omitempty"`
+	Kind      string `json:"kind"`
+	Transport string `json:"transport,omitempty"`
+	// Globalnet is set for a Snorkel system whose gateways translate
+	// every packet between clusters with the same CIDRs.
+	Globalnet   bool   `json:"globalnet,omitempty"`
 	Description string `json:"description"`
 	// Version is the first line the tunnel binary prints for --version.
 	Version string `json:"version,omitempty"`

@@ -35,9 +35,14 @@ type Profiler interface {
 
 // Path is where a workload's traffic starts and ends.
 type Path struct {
-	Client     *topo.NS
-	Server     *topo.NS
+	Client *topo.NS
+	Server *topo.NS
+	// ServerAddr is where the client sends.
 	ServerAddr netip.Addr
+	// ServerIP is the server namespace's own address, which its traffic
+	// server binds: ServerAddr, unless a gateway translates one into the
+	// other (Globalnet).
+	ServerIP netip.Addr
 }
 
 // A Setup brings up one system.
@@ -62,7 +67,7 @@ type Env struct {
 }
 
 // labSystem is a system built on the lab topology: its client is the first
-// pod of the first cluster, its server the first pod of the second.
+// pod of the first cluster, its server a pod of the second (serverPod).
 type labSystem struct {
 	lab    *lab.Lab
 	info   SystemInfo
@@ -70,9 +75,9 @@ type labSystem struct {
 	tunnel []*topo.Process
 }
 
-// upLab brings up the lab for a system, first removing what an earlier,
-// interrupted run left in the same state directory.
-func upLab(ctx context.Context, env Env, transport string, info SystemInfo) (*labSystem, error) {
+// upLab brings up the lab of a scenario for a system, first removing what
+// an earlier, interrupted run left in the same state directory.
+func upLab(ctx context.Context, env Env, scenario lab.Scenario, transport string, info SystemInfo) (*labSystem, error) {
 	if old, err := lab.Attach(env.StateDir); err == nil {
 		fmt.Fprintf(env.Progress, "  removing the lab an earlier run left in %s\n", env.StateDir)
 		if err := lab.Down(old.StateDir, io.Discard); err != nil {
@@ -82,6 +87,7 @@ func upLab(ctx context.Context, env Env, transport string, info SystemInfo) (*la
 		return nil, err
 	}
 	l, err := lab.Up(ctx, lab.Options{
+		Scenario:  scenario,
 		Transport: transport,
 		StateDir:  env.StateDir,
 		Prefix:    env.Prefix,
@@ -96,7 +102,12 @@ func upLab(ctx context.Context, env Env, transport string, info SystemInfo) (*la
 		s.Close()
 		return nil, fmt.Errorf("perf: scenario %s has fewer than two clusters", l.Plan.Scenario.Name)
 	}
-	cp, sp := l.Plan.Clusters[0].Pods[0], l.Plan.Clusters[1].Pods[0]
+	cp := l.Plan.Clusters[0].Pods[0]
+	sp, addr, err := serverPod(&l.Plan.Clusters[1])
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
 	client, _, err := l.Pod(cp.Name)
 	if err != nil {
 		s.Close()
@@ -107,12 +118,32 @@ func upLab(ctx context.Context, env Env, transport string, info SystemInfo) (*la
 		s.Close()
 		return nil, err
 	}
-	s.path = Path{Client: client, Server: server, ServerAddr: sp.IP}
+	s.path = Path{Client: client, Server: server, ServerAddr: addr, ServerIP: sp.IP}
 	s.info.Prefix = env.Prefix
 	s.info.Client = fmt.Sprintf("%s (%s, %s)", client, cp.IP, cp.Cluster)
-	s.info.Server = fmt.Sprintf("%s (%s, %s)", server, sp.IP, sp.Cluster)
+	at := sp.IP.String()
+	if addr != sp.IP {
+		at = fmt.Sprintf("global IP %s, pod IP %s", addr, sp.IP)
+	}
+	s.info.Server = fmt.Sprintf("%s (%s, %s)", server, at, sp.Cluster)
 	s.tunnel = s.gatewayProcesses()
 	return s, nil
+}
+
+// serverPod returns the pod of cluster c that serves a system's traffic and
+// the address clients reach it at: the first pod at its pod IP or, with
+// Globalnet, the first pod with a global IP of its own (a headless
+// service's) at that global IP, so that both gateways translate the flow.
+func serverPod(c *lab.ClusterPlan) (lab.PodPlan, netip.Addr, error) {
+	if !c.Spec.GlobalCIDR.IsValid() {
+		return c.Pods[0], c.Pods[0].IP, nil
+	}
+	for _, p := range c.Pods {
+		if p.GlobalIP.IsValid() {
+			return p, p.GlobalIP, nil
+		}
+	}
+	return lab.PodPlan{}, netip.Addr{}, fmt.Errorf("perf: no pod of cluster %s has a global IP; back a headless service with one", c.Spec.ID)
 }
 
 // gatewayProcesses returns the processes running in the gateway nodes'
@@ -149,26 +180,53 @@ func (s *labSystem) Close() error {
 	return s.lab.Clean()
 }
 
-// SnorkelSetup returns the setup of Snorkel gateways over transport.
+// SnorkelSetup returns the setup of Snorkel gateways over transport,
+// joining two clusters with distinct CIDRs.
 func SnorkelSetup(transport string) Setup {
 	name := "snorkel-" + transport
 	return Setup{
 		Name: name,
 		Tag:  "s" + transport[:1],
 		Up: func(ctx context.Context, env Env) (System, error) {
-			s, err := upLab(ctx, env, transport, SystemInfo{
+			return upSnorkel(ctx, env, lab.Basic(), SystemInfo{
 				Name:        name,
 				Kind:        KindSnorkel,
 				Transport:   transport,
 				Description: "snorkel gateway on a TUN device in each gateway node, " + transport + " transport over UDP",
 			})
-			if err != nil {
-				return nil, err
-			}
-			s.info.Version = binaryVersion(ctx, env.Binary, "version")
-			return &snorkelSystem{s}, nil
 		},
 	}
+}
+
+// GlobalnetSetup returns the setup of Snorkel gateways over transport,
+// joining two clusters with the same CIDRs by Globalnet: the client's
+// gateway translates the flow's source to a cluster egress IP, and the
+// server's gateway its destination, a pod's global IP, back to the pod IP.
+func GlobalnetSetup(transport string) Setup {
+	name := "snorkel-" + transport + "-globalnet"
+	return Setup{
+		Name: name,
+		Tag:  "g" + transport[:1],
+		Up: func(ctx context.Context, env Env) (System, error) {
+			return upSnorkel(ctx, env, lab.Globalnet(), SystemInfo{
+				Name:        name,
+				Kind:        KindSnorkel,
+				Transport:   transport,
+				Globalnet:   true,
+				Description: "snorkel gateway on a TUN device in each gateway node, " + transport + " transport over UDP, with Globalnet translation in each gateway (source to a cluster egress IP leaving g1, global destination to the pod IP entering g2) between clusters with the same CIDRs",
+			})
+		},
+	}
+}
+
+// upSnorkel brings up a lab of Snorkel gateways over info.Transport.
+func upSnorkel(ctx context.Context, env Env, scenario lab.Scenario, info SystemInfo) (System, error) {
+	s, err := upLab(ctx, env, scenario, info.Transport, info)
+	if err != nil {
+		return nil, err
+	}
+	s.info.Version = binaryVersion(ctx, env.Binary, "version")
+	return &snorkelSystem{s}, nil
 }
 
 // snorkelSystem is a lab with Snorkel gateways, which serve pprof.
@@ -215,7 +273,7 @@ func KernelSetup() Setup {
 		Name: "kernel",
 		Tag:  "k",
 		Up: func(ctx context.Context, env Env) (System, error) {
-			return upLab(ctx, env, lab.TransportKernel, SystemInfo{
+			return upLab(ctx, env, lab.Basic(), lab.TransportKernel, SystemInfo{
 				Name:        "kernel",
 				Kind:        KindBaseline,
 				Description: "no tunnel: the gateway nodes route the remote CIDRs over the underlay",

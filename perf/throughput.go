@@ -34,6 +34,11 @@ const TunnelMTU = 1440
 // wireguard-go's that the project holds itself to.
 const WireGuardTarget = 0.9
 
+// GlobalnetTarget is the ratio of a Snorkel transport's throughput with
+// Globalnet, both gateways translating every packet, to the same
+// transport's without it that the project holds itself to.
+const GlobalnetTarget = 0.95
+
 // Defaults of ThroughputOptions.
 const (
 	DefaultBenchStateDir = "/run/snorkel-bench"
@@ -44,6 +49,9 @@ const (
 type ThroughputOptions struct {
 	// Transports are the Snorkel transports to measure (gateway.Transports).
 	Transports []string
+	// Globalnet adds, for every transport, Snorkel over it between
+	// clusters joined by Globalnet (GlobalnetSetup).
+	Globalnet bool
 	// Baselines are the other systems to measure (BaselineNames).
 	Baselines []string
 	// Reps is the number of repetitions of each system; default 3.
@@ -120,6 +128,9 @@ func (o *ThroughputOptions) validate() error {
 	if len(o.Transports)+len(o.Baselines) == 0 {
 		bad("nothing to measure: give a transport or a baseline")
 	}
+	if o.Globalnet && len(o.Transports) == 0 {
+		bad("globalnet: it adds a Globalnet system per Snorkel transport, and transport is none; give a transport (%s or all) or drop globalnet", strings.Join(gateway.Transports, ", "))
+	}
 	if o.Reps < 1 {
 		bad("reps %d: give at least 1", o.Reps)
 	}
@@ -144,11 +155,15 @@ func (o *ThroughputOptions) validate() error {
 }
 
 // setups returns the systems the options ask for: Snorkel's first, in
-// transport order, then the baselines.
+// transport order, each followed by its Globalnet system when asked for,
+// then the baselines.
 func (o *ThroughputOptions) setups() []Setup {
 	var out []Setup
 	for _, t := range o.Transports {
 		out = append(out, SnorkelSetup(t))
+		if o.Globalnet {
+			out = append(out, GlobalnetSetup(t))
+		}
 	}
 	for _, b := range BaselineNames {
 		if !slices.Contains(o.Baselines, b) {
@@ -202,7 +217,7 @@ func RunThroughput(ctx context.Context, o ThroughputOptions) (*Results, error) {
 		Started:   time.Now().UTC(),
 		Machine:   ReadMachine(ctx),
 		Settings: Settings{
-			Workload:    "iperf3 TCP, one flow, client pod in c1 to server pod in c2",
+			Workload:    o.workload(),
 			Reps:        o.Reps,
 			DurationSec: o.Duration.Seconds(),
 			IdleWaitSec: o.IdleWait.Seconds(),
@@ -247,20 +262,8 @@ func RunThroughput(ctx context.Context, o ThroughputOptions) (*Results, error) {
 	}
 	res.Finished = time.Now().UTC()
 	res.summarize()
-	for _, s := range res.Systems {
-		if s.Kind != KindSnorkel {
-			continue
-		}
-		for _, b := range res.Systems {
-			if b.Kind != KindBaseline {
-				continue
-			}
-			target := 0.0
-			if s.Transport == "wireguard" && b.Name == BaselineWireGuardGo {
-				target = WireGuardTarget
-			}
-			res.compare(MetricThroughput.Name, s.Name, b.Name, target)
-		}
+	for _, c := range comparisons(res.Systems) {
+		res.compare(c.Metric, c.System, c.Baseline, c.Target)
 	}
 	if _, err := res.WriteJSON(o.OutDir); err != nil {
 		return res, err
@@ -272,6 +275,44 @@ func RunThroughput(ctx context.Context, o ThroughputOptions) (*Results, error) {
 		return res, fmt.Errorf("perf: interrupted after %d of %d measurements: %w", len(res.Runs), len(sched), ctx.Err())
 	}
 	return res, nil
+}
+
+// workload describes the traffic of the run.
+func (o *ThroughputOptions) workload() string {
+	w := "iperf3 TCP, one flow, client pod in c1 to server pod in c2"
+	if o.Globalnet {
+		w += " (Globalnet systems: client pod in g1 to a headless-service pod of g2, reached at its global IP)"
+	}
+	return w
+}
+
+// comparisons returns the throughput comparisons of a run of systems, their
+// ratios left to fill in: every Snorkel system without Globalnet against
+// every baseline (WireGuard against wireguard-go with WireGuardTarget), and
+// every Globalnet system against Snorkel over the same transport without
+// Globalnet, with GlobalnetTarget.
+func comparisons(systems []SystemInfo) []Comparison {
+	var out []Comparison
+	for _, s := range systems {
+		if s.Kind != KindSnorkel {
+			continue
+		}
+		for _, b := range systems {
+			target := 0.0
+			switch {
+			case s.Globalnet && b.Kind == KindSnorkel && !b.Globalnet && b.Transport == s.Transport:
+				target = GlobalnetTarget
+			case !s.Globalnet && b.Kind == KindBaseline:
+				if s.Transport == gateway.TransportWireGuard && b.Name == BaselineWireGuardGo {
+					target = WireGuardTarget
+				}
+			default:
+				continue
+			}
+			out = append(out, Comparison{Metric: MetricThroughput.Name, System: s.Name, Baseline: b.Name, Target: target})
+		}
+	}
+	return out
 }
 
 // upAll brings up every system, each with its own prefix and state
@@ -296,7 +337,7 @@ func upAll(ctx context.Context, o ThroughputOptions) ([]System, error) {
 		if err := waitReachable(ctx, p); err != nil {
 			return systems, fmt.Errorf("perf: %s: %w", st.Name, err)
 		}
-		if _, err := startIperfServer(ctx, s.Topology(), p.Server, p.ServerAddr); err != nil {
+		if _, err := startIperfServer(ctx, s.Topology(), p.Server, p.ServerIP); err != nil {
 			return systems, fmt.Errorf("perf: %s: %w", st.Name, err)
 		}
 		fmt.Fprintf(o.Progress, "  %s ready: %s -> %s, tunnel processes %s\n", st.Name, p.Client, p.ServerAddr, describeProcesses(s.TunnelProcesses()))

@@ -81,7 +81,7 @@ func WireGuardGoSetup(bin string, mtu int) Setup {
 		Name: "wireguard-go",
 		Tag:  "wg",
 		Up: func(ctx context.Context, env Env) (System, error) {
-			s, err := upLab(ctx, env, lab.TransportKernel, SystemInfo{
+			s, err := upLab(ctx, env, lab.Basic(), lab.TransportKernel, SystemInfo{
 				Name:        "wireguard-go",
 				Kind:        KindBaseline,
 				Transport:   "wireguard",

@@ -21,7 +21,10 @@ const benchmarkUsage = `usage: snorkel benchmark throughput [flags]
 Measures single-flow TCP throughput (iperf3) from a c1 pod to a c2 pod of the
 lab, through Snorkel's gateways and through baselines set up the same way, all
 up at once, in interleaved repetitions (root). Prints a table and writes
-results.json and report.md to --out.
+results.json and report.md to --out. With --globalnet, each Snorkel transport
+is measured a second time between clusters with the same CIDRs joined by
+Globalnet (a g1 pod to a g2 pod's global IP, translated by both gateways) and
+compared with itself without Globalnet.
 
 Needs iperf3, wg and, for the wireguard-go baseline, a wireguard-go binary:
 $WG_GO, or .cache/bin/wireguard-go as ` + "`make tools`" + ` builds it.
@@ -41,6 +44,7 @@ func runBenchmark(args []string) error {
 		fs.PrintDefaults()
 	}
 	transport := fs.String("transport", "wireguard", "Snorkel transports to measure: "+strings.Join(gateway.Transports, ", ")+", all, or none")
+	globalnet := fs.Bool("globalnet", false, "also measure each Snorkel transport with Globalnet translation in both gateways")
 	baselines := fs.String("baseline", perf.BaselineWireGuardGo, "baselines to measure, comma-separated: "+strings.Join(perf.BaselineNames, ", ")+", or none")
 	reps := fs.Int("reps", 3, "repetitions per system")
 	duration := fs.Duration("duration", 10*time.Second, "traffic time per repetition (whole seconds)")
@@ -61,6 +65,7 @@ func runBenchmark(args []string) error {
 	}
 	o := perf.ThroughputOptions{
 		Transports:  list(*transport, gateway.Transports),
+		Globalnet:   *globalnet,
 		Baselines:   list(*baselines, perf.BaselineNames),
 		Reps:        *reps,
 		Duration:    *duration,
