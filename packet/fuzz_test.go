@@ -129,6 +129,27 @@ func FuzzRewrite(f *testing.F) {
 			t.Fatalf("Parsed after reverse %+v, want %+v", p, op)
 		}
 
+		// The combined rewrites give the same packet as the separate ones.
+		sep := clone(b)
+		sp := p
+		SetSrc(b, &p, a, sport)
+		SetDst(b, &p, a2, dport)
+		SetSrcAddr(sep, &sp, a)
+		SetSrcPort(sep, &sp, sport)
+		SetDstAddr(sep, &sp, a2)
+		SetDstPort(sep, &sp, dport)
+		if p != sp {
+			t.Fatalf("Parsed after SetSrc/SetDst\n%+v\ndiffers from the separate setters'\n%+v", p, sp)
+		}
+		if !p.routed {
+			checkChecksums(t, b)
+		}
+		SetDst(b, &p, op.Dst, op.DstPort)
+		SetSrc(b, &p, op.Src, op.SrcPort)
+		if !bytes.Equal(b, orig) {
+			t.Fatalf("SetSrc/SetDst then reverse changed the packet:\n%x\nwant\n%x", b, orig)
+		}
+
 		if ClampMSS(b, &p, 536) && !p.routed {
 			checkChecksums(t, b)
 		}

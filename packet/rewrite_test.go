@@ -61,6 +61,24 @@ var rewrites = []rewrite{
 		SetDstPort(b, p, 1)
 		return func(b []byte, p *Parsed) { SetDstPort(b, p, old) }
 	}},
+	{"source address and port", func(b []byte, p *Parsed) func([]byte, *Parsed) {
+		old, oldPort := p.Src, p.SrcPort
+		a := addr16("242.0.3.4")
+		if p.Version == 6 {
+			a = addr16("2001:db8:f00d::99")
+		}
+		SetSrc(b, p, a, 61001)
+		return func(b []byte, p *Parsed) { SetSrc(b, p, old, oldPort) }
+	}},
+	{"destination address and port", func(b []byte, p *Parsed) func([]byte, *Parsed) {
+		old, oldPort := p.Dst, p.DstPort
+		a := addr16("242.1.255.255")
+		if p.Version == 6 {
+			a = addr16("ffff:ffff::1")
+		}
+		SetDst(b, p, a, 1)
+		return func(b []byte, p *Parsed) { SetDst(b, p, old, oldPort) }
+	}},
 }
 
 func TestRewriteKeepsChecksumsEqualToRecomputeAndReverses(t *testing.T) {
