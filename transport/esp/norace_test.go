@@ -1,0 +1,5 @@
+//go:build !race
+
+package esp
+
+const raceEnabled = false

@@ -1,0 +1,106 @@
+package esp
+
+import (
+	"encoding/binary"
+	"net/netip"
+
+	"github.com/snorkel-net/snorkel/transport"
+	"github.com/snorkel-net/snorkel/transport/udp"
+)
+
+// rxScratch is the per-call memory of receive, pooled because the IPv4 and
+// IPv6 receive loops may run it at the same time.
+type rxScratch struct {
+	peerOf  []int    // peer of bufs[i], for opened packets
+	pending []int    // indices of opened packets not yet delivered
+	out     [][]byte // one peer's packets, as given to Deliver
+}
+
+func newRxScratch() *rxScratch {
+	return &rxScratch{
+		peerOf:  make([]int, udp.BatchSize),
+		pending: make([]int, 0, udp.BatchSize),
+		out:     make([][]byte, 0, udp.BatchSize),
+	}
+}
+
+// receive is the udp.Handler: it tells keepalives, IKE messages and ESP
+// apart (RFC 3948 §2), opens ESP in place and hands the inner packets to
+// the Deliverer at transport.Headroom, grouped by peer, each group in
+// arrival order.
+func (t *Transport) receive(bufs [][]byte, sizes []int, srcs []netip.AddrPort) {
+	s := t.rxPool.Get().(*rxScratch)
+	sas := *t.inbound.Load()
+	now := t.now.Load()
+	pending := s.pending[:0]
+	for i, b := range bufs {
+		if sizes[i] == 0 {
+			continue
+		}
+		end := rxOffset + sizes[i]
+		d := b[rxOffset:end]
+		switch {
+		case len(d) == 1 && d[0] == keepaliveByte:
+			t.drops.add(t.peerAt(srcs[i]), dropKeepalive, 1)
+			continue
+		case len(d) >= markerLen && binary.BigEndian.Uint32(d) == 0:
+			t.handleIKE(srcs[i], d[markerLen:len(d):len(d)])
+			continue
+		case len(d) < espHeaderLen:
+			t.drops.add(transport.PeerAny, dropTruncated, 1)
+			continue
+		}
+		sa := sas[binary.BigEndian.Uint32(d)]
+		if sa == nil {
+			t.drops.add(transport.PeerAny, dropUnknownSPI, 1)
+			continue
+		}
+		n, next, r := sa.open(b[:end], rxOffset)
+		if r != accepted {
+			t.drops.add(sa.peer, r, 1)
+			continue
+		}
+		at := rxOffset + sa.headerLen()
+		if !innerIP(b[at:at+n], next) {
+			t.drops.add(sa.peer, dropNotIP, 1)
+			continue
+		}
+		sa.received(n, now)
+		p := &t.peers[sa.peer]
+		if srcs[i] != *p.endpoint.Load() {
+			p.moved.Add(1)
+		}
+		// Every suite's inner packet lies at or after transport.Headroom;
+		// reslicing puts it exactly there, leaving the buffer a capacity of
+		// BufSize less at most the IV length difference.
+		bufs[i] = b[at-transport.Headroom : at+n]
+		s.peerOf[i] = sa.peer
+		pending = append(pending, i)
+	}
+	for len(pending) > 0 {
+		p := s.peerOf[pending[0]]
+		out, rest := s.out[:0], pending[:0]
+		for _, i := range pending {
+			if s.peerOf[i] == p {
+				out = append(out, bufs[i])
+			} else {
+				rest = append(rest, i)
+			}
+		}
+		pending = rest
+		t.deliver.Deliver(p, out, transport.Headroom)
+		clear(out)
+	}
+	t.rxPool.Put(s)
+}
+
+// peerAt is the peer whose endpoint is src, or transport.PeerAny. It scans
+// the peers, which is fine for the rare datagrams that need it.
+func (t *Transport) peerAt(src netip.AddrPort) int {
+	for i := range t.peers {
+		if *t.peers[i].endpoint.Load() == src {
+			return i
+		}
+	}
+	return transport.PeerAny
+}
