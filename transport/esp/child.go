@@ -16,9 +16,11 @@ type child struct {
 }
 
 // InstallChild adds the CHILD_SA c: its inbound SA accepts packets at once,
-// and its outbound SA becomes the one Send uses for c.Peer, so that a rekey
-// is make-before-break; the old inbound SA keeps accepting until
-// DeleteChild. The keys are copied. It implements ike.DataPlane.
+// and its outbound SA becomes the one Send uses for c.Peer — at once, or if
+// c.Deferred and the peer has an outbound SA, when the first packet opens on
+// c's inbound SA or the current one is deleted — so that a rekey is
+// make-before-break; the old inbound SA keeps accepting until DeleteChild.
+// The keys are copied. It implements ike.DataPlane.
 func (t *Transport) InstallChild(c ike.ChildSA) error {
 	if t.closed.Load() {
 		return fmt.Errorf("esp: install CHILD_SA: %w", transport.ErrClosed)
@@ -57,9 +59,27 @@ func (t *Transport) InstallChild(c ike.ChildSA) error {
 	t.installs++
 	ch.order = t.installs
 	t.children[c.InSPI] = ch
+	p := &t.peers[c.Peer]
+	if c.Deferred && p.out.Load() != nil {
+		ch.in.pending.Store(ch.out)
+	} else {
+		p.out.Store(ch.out)
+	}
 	t.publishInbound()
-	t.peers[c.Peer].out.Store(ch.out)
 	return nil
+}
+
+// promote makes the outbound SA of in's CHILD_SA, installed Deferred, the
+// one Send uses for its peer: a packet has opened on in, so the peer has
+// the CHILD_SA.
+func (t *Transport) promote(in *inbound) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if ch, ok := t.children[in.spi]; ok && ch.in == in {
+		if o := in.pending.Swap(nil); o != nil {
+			t.peers[in.peer].out.Store(o)
+		}
+	}
 }
 
 // DeleteChild removes the CHILD_SA of peer whose inbound SPI is inSPI: its
@@ -90,6 +110,7 @@ func (t *Transport) DeleteChild(peer int, inSPI uint32) {
 		p.out.Store(nil)
 		return
 	}
+	next.in.pending.Store(nil)
 	p.out.Store(next.out)
 }
 

@@ -66,6 +66,9 @@ func (t *Transport) receive(bufs [][]byte, sizes []int, srcs []netip.AddrPort) {
 			continue
 		}
 		sa.received(n, now)
+		if sa.pending.Load() != nil {
+			t.promote(sa)
+		}
 		p := &t.peers[sa.peer]
 		if srcs[i] != *p.endpoint.Load() {
 			p.moved.Add(1)

@@ -102,6 +102,9 @@ type inbound struct {
 	win   window
 	bytes atomic.Uint64 // inner bytes opened
 	last  atomic.Int64  // coarse Unix nanoseconds of the last packet opened
+	// pending is the outbound SA of a CHILD_SA installed Deferred, until a
+	// packet opens here or the peer's current outbound SA is deleted.
+	pending atomic.Pointer[outbound]
 }
 
 func newInbound(spi uint32, peer int, s suite, esn bool) *inbound {

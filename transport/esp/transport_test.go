@@ -745,3 +745,60 @@ func TestSetEndpoint(t *testing.T) {
 		t.Fatal("SetEndpoint to no address succeeded")
 	}
 }
+
+// TestDeferredInstallWaitsForThePeer installs a rekeyed CHILD_SA on the
+// responder's side first, Deferred: the responder keeps sending on the old
+// SA, which the initiator can open, until a packet arrives on the new one,
+// and then sends on the new one.
+func TestDeferredInstallWaitsForThePeer(t *testing.T) {
+	p := newPair(t, 0)
+	p.install(t, gcm128, 0x1000)
+	a2, b2 := childPair(gcm256, 1, 0, 0x2000)
+	b2.Deferred = true
+	if err := p.b.InstallChild(b2); err != nil {
+		t.Fatal(err)
+	}
+	outSPI := func() uint32 { return p.b.peers[0].out.Load().spi }
+	if got := outSPI(); got == b2.OutSPI {
+		t.Fatalf("b sends on the deferred SA %#x before a has it", got)
+	}
+	bufs, want := batchOf(3, false, 1)
+	if err := p.b.Send(0, bufs, transport.Headroom); err != nil {
+		t.Fatal(err)
+	}
+	checkDelivered(t, p.recA, want, 1) // a has only the old SA: it opens them
+
+	if err := p.a.InstallChild(a2); err != nil {
+		t.Fatal(err)
+	}
+	bufs, want = batchOf(2, false, 7)
+	if err := p.a.Send(1, bufs, transport.Headroom); err != nil {
+		t.Fatal(err)
+	}
+	checkDelivered(t, p.recB, want, 0)
+	eventually(t, "b to send on the new SA", func() bool { return outSPI() == b2.OutSPI })
+}
+
+// TestDeletingTheCurrentSAPromotesADeferredOne: once the old CHILD_SA is
+// deleted, a Deferred one takes over sending even if nothing arrived on it.
+func TestDeletingTheCurrentSAPromotesADeferredOne(t *testing.T) {
+	tr := onFreePort(t, Config{Peers: []Peer{{Endpoint: local(9)}}}, discard{})
+	old, _ := childPair(gcm128, 0, 0, 0x1000)
+	next, _ := childPair(gcm128, 0, 0, 0x2000)
+	next.Deferred = true
+	for _, c := range []ike.ChildSA{old, next} {
+		if err := tr.InstallChild(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := tr.peers[0].out.Load().spi; got != old.OutSPI {
+		t.Fatalf("outbound SPI %#x, want the old %#x while the new one is deferred", got, old.OutSPI)
+	}
+	tr.DeleteChild(0, old.InSPI)
+	if got := tr.peers[0].out.Load().spi; got != next.OutSPI {
+		t.Fatalf("after deleting the old SA, outbound SPI %#x, want %#x", got, next.OutSPI)
+	}
+	if tr.children[next.InSPI].in.pending.Load() != nil {
+		t.Fatal("the promoted SA is still marked pending")
+	}
+}

@@ -40,6 +40,12 @@ type ChildSA struct {
 	In, Out       Keys
 	// LocalTS and RemoteTS are the traffic selectors agreed, as prefixes.
 	LocalTS, RemoteTS []netip.Prefix
+	// Deferred keeps the peer's current outbound SA, if it has one, in use
+	// until a packet opens on this CHILD_SA's inbound SA — proof that the
+	// peer has installed it — or the current one is deleted. The responder
+	// of an exchange sets it: its first packets on the new SA could reach
+	// the initiator before its answer does (RFC 7296 §2.8).
+	Deferred bool
 }
 
 // SAStats is what the data plane has seen of one CHILD_SA, which the engine
@@ -55,8 +61,9 @@ type SAStats struct {
 // goroutine.
 type DataPlane interface {
 	// InstallChild adds c. Its inbound SA accepts packets at once; its
-	// outbound SA replaces the peer's current one for sending, so that a
-	// rekey is make-before-break: the old inbound SA keeps accepting until
+	// outbound SA replaces the peer's current one for sending, at once or,
+	// if c.Deferred, once the peer is seen to use c. A rekey is thus
+	// make-before-break: the old inbound SA keeps accepting until
 	// DeleteChild.
 	InstallChild(c ChildSA) error
 	// DeleteChild removes the CHILD_SA of peer whose inbound SPI is inSPI.

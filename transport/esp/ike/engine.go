@@ -1,0 +1,383 @@
+package ike
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"log/slog"
+	mrand "math/rand/v2"
+	"net/netip"
+	"sync"
+	"time"
+)
+
+// inboxSize is how many received messages wait for Run; more are dropped,
+// as a socket drops what its owner does not read.
+const inboxSize = 256
+
+// statsInterval is how often the data plane's counters of each CHILD_SA are
+// read to rekey before a byte or sequence number limit.
+const statsInterval = 10 * time.Second
+
+// Sequence numbers at which a CHILD_SA is rekeyed: 2^28 packets before the
+// 32-bit (RFC 4303 §3.3.3) or 64-bit (ESN) space runs out.
+const (
+	seqRekey32 = 1<<32 - 1<<28
+	seqRekey64 = 1<<64 - 1<<28
+)
+
+// Engine runs IKEv2 with a set of peers.
+type Engine struct {
+	cfg   settings
+	dp    DataPlane
+	out   Sender
+	log   *slog.Logger
+	inbox chan inbound
+
+	// Owned by Run.
+	now    time.Time // of the event being handled
+	peers  []*peer
+	sas    map[uint64]*ikeSA // by our SPI
+	spis   map[uint32]bool   // inbound CHILD_SA SPIs in use
+	cookie cookieJar
+
+	statusMu sync.Mutex
+	status   []PeerStatus
+}
+
+type inbound struct {
+	from netip.AddrPort
+	msg  []byte
+}
+
+// peer is the state kept for one configured remote gateway.
+type peer struct {
+	idx  int
+	cfg  peerSettings
+	name string // "peer 192.0.2.1:4500", the prefix of its errors
+	// ike is the established IKE SA that new exchanges use; nil if none.
+	ike       *ikeSA
+	lastErr   string
+	loggedErr time.Time // when lastErr was last logged
+	failures  int       // in a row, for the restart backoff
+	restartAt time.Time // when to initiate again; zero if not planned
+	statsAt   time.Time // next reading of the CHILD_SAs' counters
+}
+
+// NewEngine returns an engine for cfg that keys dp and sends through out.
+// log may be nil to discard log lines.
+func NewEngine(cfg Config, dp DataPlane, out Sender, log *slog.Logger) (*Engine, error) {
+	s, err := cfg.validate()
+	if err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	e := &Engine{
+		cfg:   s,
+		dp:    dp,
+		out:   out,
+		log:   log,
+		inbox: make(chan inbound, inboxSize),
+		sas:   map[uint64]*ikeSA{},
+		spis:  map[uint32]bool{},
+	}
+	for i, ps := range s.peers {
+		e.peers = append(e.peers, &peer{idx: i, cfg: ps, name: fmt.Sprintf("peer %v", ps.endpoint)})
+	}
+	e.publish()
+	return e, nil
+}
+
+// Receive takes one IKE message (without the non-ESP marker) that arrived
+// from from. msg is copied; it may be reused when Receive returns. Messages
+// that Run has not caught up with beyond a small queue are dropped.
+func (e *Engine) Receive(from netip.AddrPort, msg []byte) {
+	if len(msg) > maxMessage {
+		return
+	}
+	select {
+	case e.inbox <- inbound{from: netip.AddrPortFrom(from.Addr().Unmap(), from.Port()), msg: clone(msg)}:
+	default:
+	}
+}
+
+// Run initiates to the peers configured to, handles received messages and
+// runs the timers until ctx is done; then it deletes the IKE SAs, telling
+// the peers, and the CHILD_SAs from the data plane. Run must be called
+// once.
+func (e *Engine) Run(ctx context.Context) error {
+	e.start(time.Now())
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		next := e.tick(time.Now())
+		t.Reset(time.Until(next))
+		select {
+		case <-ctx.Done():
+			e.shutdown(time.Now())
+			return nil
+		case in := <-e.inbox:
+			e.handle(in.from, in.msg, time.Now())
+		case <-t.C:
+		}
+	}
+}
+
+// start initiates to every peer configured to.
+func (e *Engine) start(now time.Time) {
+	e.now = now
+	for _, p := range e.peers {
+		if p.cfg.initiate {
+			e.initiate(p)
+		}
+	}
+	e.publish()
+}
+
+// shutdown deletes every IKE SA, sending one Delete without waiting for the
+// answer, and removes every CHILD_SA from the data plane.
+func (e *Engine) shutdown(now time.Time) {
+	e.now = now
+	for _, sa := range e.sas {
+		if sa.out != nil && sa.state != saHalfOpen {
+			e.send(sa.remote, sa.seal(exchInformational, sa.nextID, false, []payload{&deletePayload{protocol: protoIKE}}))
+		}
+		e.removeSA(sa)
+	}
+	e.publish()
+}
+
+// handle processes one received message.
+func (e *Engine) handle(from netip.AddrPort, b []byte, now time.Time) {
+	e.now = now
+	defer e.publish()
+	m, err := parseMessage(b)
+	if err != nil {
+		if typ, ok := unsupportedCritical(err); ok && m.exchange == exchIKESAInit && !m.isResponse() && e.peerByAddr(from.Addr()) != nil {
+			e.sendNotify(from, m, notifyUnsupportedCriticalPayload, []byte{typ})
+		}
+		e.log.Debug("ike: dropping a malformed message", "from", from, "err", err)
+		return
+	}
+	if m.exchange == exchIKESAInit && !m.isResponse() {
+		e.initRequest(from, m, b)
+		return
+	}
+	local, remote := m.spiI, m.spiR
+	if m.fromInitiator() {
+		local, remote = m.spiR, m.spiI
+	}
+	sa := e.sas[local]
+	if sa == nil {
+		e.log.Debug("ike: dropping a message for an unknown IKE SA", "from", from, "exchange", m.exchange)
+		return
+	}
+	if m.exchange == exchIKESAInit {
+		if sa.state == saInitSent && m.id == 0 && sa.req != nil {
+			e.initResponse(sa, from, m, b)
+		}
+		return
+	}
+	if sa.in == nil || remote != sa.remoteSPI() || m.fromInitiator() == sa.initiator {
+		e.log.Debug("ike: dropping a message that does not fit its IKE SA", "from", from, "exchange", m.exchange)
+		return
+	}
+	if err := openSK(b, m, sa.in); err != nil {
+		if typ, ok := unsupportedCritical(err); ok && !m.isResponse() && m.id == sa.peerID {
+			e.respond(sa, from, m, []payload{&notifyPayload{typ: notifyUnsupportedCriticalPayload, data: []byte{typ}}})
+			return
+		}
+		e.log.Debug("ike: dropping a message that does not decrypt", "peer", sa.p.name, "err", err)
+		return
+	}
+	sa.lastRecv = now
+	sa.remote = from
+	if m.isResponse() {
+		e.response(sa, m)
+		return
+	}
+	e.request(sa, from, m)
+}
+
+// tick runs the timers that are due at now and returns when the next one is.
+func (e *Engine) tick(now time.Time) time.Time {
+	e.now = now
+	next := now.Add(time.Hour)
+	soon := func(t time.Time) {
+		if !t.IsZero() && t.Before(next) {
+			next = t
+		}
+	}
+	for _, sa := range e.sas {
+		soon(e.saTimers(sa))
+	}
+	for _, p := range e.peers {
+		soon(e.peerTimers(p))
+	}
+	e.publish()
+	return next
+}
+
+// peerTimers restarts a failed peer and reads the data plane's counters.
+func (e *Engine) peerTimers(p *peer) time.Time {
+	if !p.restartAt.IsZero() && !e.now.Before(p.restartAt) {
+		p.restartAt = time.Time{}
+		if !e.connecting(p) && p.ike == nil {
+			e.initiate(p)
+		}
+	}
+	sa := p.ike
+	if sa == nil {
+		return p.restartAt
+	}
+	if e.now.Before(p.statsAt) {
+		return p.statsAt
+	}
+	p.statsAt = e.now.Add(statsInterval)
+	next := p.statsAt
+	for _, c := range sa.children {
+		if st, ok := e.dp.Stats(p.idx, c.InSPI); ok && c.state == childInstalled && !c.rekeyAt.IsZero() && e.worn(c, st) {
+			c.rekeyAt, next = e.now, e.now
+		}
+	}
+	return next
+}
+
+// worn reports whether c has reached its byte limit or nears the end of its
+// sequence numbers.
+func (e *Engine) worn(c *childSA, st SAStats) bool {
+	limit := uint64(seqRekey32)
+	if c.Transform.ESN {
+		limit = seqRekey64
+	}
+	return st.OutSeq >= limit || e.cfg.childBytes != 0 && st.InBytes+st.OutBytes >= e.cfg.childBytes
+}
+
+// connecting reports whether an IKE SA with p is being set up.
+func (e *Engine) connecting(p *peer) bool {
+	for _, sa := range e.sas {
+		if sa.p == p && (sa.state == saInitSent || sa.state == saAuthSent || sa.state == saHalfOpen) {
+			return true
+		}
+	}
+	return false
+}
+
+// fail records that the IKE SA with p is lost or could not be set up:
+// every SA of p is removed without telling it, and a peer this side
+// initiates to is tried again after a backoff.
+func (e *Engine) fail(p *peer, err string) {
+	e.report(p, err)
+	for _, sa := range e.sas {
+		if sa.p == p {
+			e.removeSA(sa)
+		}
+	}
+	e.scheduleRestart(p)
+}
+
+// errorLogInterval is how often one error of a peer is logged while it
+// repeats, as it does on every retry of a misconfigured peer.
+const errorLogInterval = time.Minute
+
+// report makes err the last error of p and logs it, unless it is the same
+// error logged less than errorLogInterval ago.
+func (e *Engine) report(p *peer, err string) {
+	err = p.name + ": " + err
+	if err == p.lastErr && e.now.Sub(p.loggedErr) < errorLogInterval {
+		return
+	}
+	p.lastErr, p.loggedErr = err, e.now
+	e.log.Warn("ike: "+err, "peer", p.idx)
+}
+
+// scheduleRestart plans a new IKE SA with p if this side initiates to it,
+// waiting the retransmit timeout doubled for each failure in a row, at
+// most 64 times.
+func (e *Engine) scheduleRestart(p *peer) {
+	if !p.cfg.initiate {
+		return
+	}
+	p.restartAt = e.now.Add(e.cfg.retransmitTimeout << min(p.failures, 6))
+	p.failures++
+}
+
+// removeSA forgets sa and removes its CHILD_SAs from the data plane.
+func (e *Engine) removeSA(sa *ikeSA) {
+	for len(sa.children) > 0 {
+		e.removeChild(sa.children[0])
+	}
+	delete(e.sas, sa.localSPI())
+	if sa.p.ike == sa {
+		sa.p.ike = nil
+	}
+}
+
+// send hands the Sender a copy of msg: the engine keeps its own for
+// retransmission, and the socket owner may write the marker in place.
+func (e *Engine) send(to netip.AddrPort, msg []byte) {
+	if err := e.out.SendIKE(to, clone(msg)); err != nil {
+		e.log.Debug("ike: send failed", "to", to, "err", err)
+	}
+}
+
+// sendNotify answers the unencrypted request m with a lone notify, keeping
+// no state (RFC 7296 §2.6, §2.21.1).
+func (e *Engine) sendNotify(to netip.AddrPort, m *message, typ uint16, data []byte) {
+	r := &message{spiI: m.spiI, exchange: m.exchange, flags: flagResponse, id: m.id,
+		payloads: []payload{&notifyPayload{typ: typ, data: data}}}
+	e.send(to, r.encode())
+}
+
+func (e *Engine) peerByAddr(a netip.Addr) *peer {
+	for _, p := range e.peers {
+		if p.cfg.endpoint.Addr() == a {
+			return p
+		}
+	}
+	return nil
+}
+
+// jittered is d less a random part of the configured jitter.
+func (e *Engine) jittered(d time.Duration) time.Time {
+	return e.now.Add(d - mrand.N(e.cfg.jitter+1))
+}
+
+func randomBytes(n int) []byte {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(fmt.Sprintf("ike: crypto/rand: %v", err)) // never fails on Linux
+	}
+	return b
+}
+
+// nonceLen is the size of the nonces sent: twice the PRF's key size, as
+// RFC 7296 §2.10 asks at least half of.
+const nonceLen = 32
+
+func newNonce() []byte { return randomBytes(nonceLen) }
+
+// newIKESPI returns an SPI for a new IKE SA that no other uses here.
+func (e *Engine) newIKESPI() uint64 {
+	for {
+		if s := binary.BigEndian.Uint64(randomBytes(8)); s != 0 && e.sas[s] == nil {
+			return s
+		}
+	}
+}
+
+// newChildSPI reserves an inbound ESP SPI: not one of 0-255 (RFC 4303
+// §2.1) and not one in use.
+func (e *Engine) newChildSPI() uint32 {
+	for {
+		if s := binary.BigEndian.Uint32(randomBytes(4)); s > 255 && !e.spis[s] {
+			e.spis[s] = true
+			return s
+		}
+	}
+}
+
+func spiBytes(s uint32) []byte { return binary.BigEndian.AppendUint32(nil, s) }
