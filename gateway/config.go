@@ -14,6 +14,7 @@ import (
 const (
 	TransportWireGuard = "wireguard"
 	TransportVXLAN     = "vxlan"
+	TransportESP       = "esp"
 )
 
 // Defaults applied by Validate where a field is left empty.
@@ -25,7 +26,7 @@ const (
 )
 
 // Transports lists the valid values of Config.Transport.Type.
-var Transports = []string{TransportWireGuard, TransportVXLAN}
+var Transports = []string{TransportWireGuard, TransportVXLAN, TransportESP}
 
 // Config describes one gateway: its own cluster, how it tunnels, and the
 // remote clusters it connects to. It is what `snorkel gateway --config FILE`
@@ -76,6 +77,7 @@ type TransportConfig struct {
 	BindAddress string            `json:"bindAddress,omitempty"`
 	WireGuard   *WireGuardConfig  `json:"wireguard,omitempty"`
 	VXLAN       *VXLANLocalConfig `json:"vxlan,omitempty"`
+	ESP         *ESPConfig        `json:"esp,omitempty"`
 }
 
 // WireGuardConfig is the local WireGuard identity.
@@ -111,6 +113,7 @@ type Remote struct {
 	Endpoint  string                 `json:"endpoint"`
 	WireGuard *WireGuardRemoteConfig `json:"wireguard,omitempty"`
 	VXLAN     *VXLANRemoteConfig     `json:"vxlan,omitempty"`
+	ESP       *ESPRemoteConfig       `json:"esp,omitempty"`
 }
 
 // WireGuardRemoteConfig is a remote gateway's WireGuard identity.
@@ -242,6 +245,7 @@ func (c *Config) build() (*spec, error) {
 				errs.add("transport.vxlan.mac", "%q is not a MAC address; write it like 02:53:4e:00:00:01", v.MAC)
 			}
 		}
+	case TransportESP:
 	case "":
 		errs.add("transport.type", "is required; use one of %s", strings.Join(Transports, ", "))
 	default:
@@ -287,6 +291,9 @@ func (c *Config) build() (*spec, error) {
 		s.remotes = append(s.remotes, rs)
 	}
 	c.buildGlobalnet(&errs, s)
+	if c.Transport.Type == TransportESP {
+		c.buildESP(&errs, s)
+	}
 	errs = append(errs, overlapErrors(c)...)
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("invalid gateway config:\n  %w", joinLines(errs))

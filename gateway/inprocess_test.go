@@ -55,8 +55,11 @@ func startPair(t *testing.T, transport string, pods1, pods2 []netip.Addr) (c1, c
 			TUN:       gateway.TUN{Name: "snk-" + id},
 			Transport: gateway.TransportConfig{Type: transport, Port: port},
 		}
-		if transport == gateway.TransportWireGuard {
+		switch transport {
+		case gateway.TransportWireGuard:
 			c.Transport.WireGuard = &gateway.WireGuardConfig{PrivateKeyFile: filepath.Join(dir, id+".key")}
+		case gateway.TransportESP:
+			c.Transport.ESP = &gateway.ESPConfig{PSK: "in-process test clusterset key"}
 		}
 		return c
 	}
@@ -235,8 +238,6 @@ func TestInProcessSpoofedSourceIsDroppedAndCounted(t *testing.T) {
 					mu.Unlock()
 				}
 			}()
-			// A genuine datagram first, so the tunnel is up (WireGuard
-			// handshake) before the spoofed ones go.
 			send := func(from netip.Addr, n int) {
 				cl, err := c1.net.DialUDPAddrPort(netip.AddrPortFrom(from, 0), netip.AddrPortFrom(pod2, 9999))
 				if err != nil {
@@ -248,7 +249,20 @@ func TestInProcessSpoofedSourceIsDroppedAndCounted(t *testing.T) {
 					time.Sleep(20 * time.Millisecond)
 				}
 			}
-			send(pod1, 10)
+			// Genuine datagrams until one arrives: the tunnel is up (the
+			// WireGuard handshake done, the IKE SA and CHILD_SA in place).
+			for deadline := time.Now().Add(10 * time.Second); ; {
+				send(pod1, 5)
+				mu.Lock()
+				up := len(got) > 0
+				mu.Unlock()
+				if up {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("no genuine datagram reached the c2 pod in 10s")
+				}
+			}
 			send(spoof, 5)
 			deadline := time.Now().Add(5 * time.Second)
 			for time.Now().Before(deadline) {

@@ -152,8 +152,13 @@ func (g *Gateway) Stats() Stats {
 		st.TransportDrops = append(st.TransportDrops, TransportDrop{Cluster: cluster, Reason: d.Reason, Count: d.Count})
 	}
 	now := g.now.Load()
+	ipsec := g.ipsecStatus()
 	for i, r := range g.spec.remotes {
 		c := &g.counters[i]
+		var is *IPsecStatus
+		if i < len(ipsec) {
+			is = &ipsec[i]
+		}
 		st.Remotes = append(st.Remotes, RemoteStats{
 			Cluster:   r.id,
 			Endpoint:  endpointString(r.endpoint),
@@ -163,6 +168,7 @@ func (g *Gateway) Stats() Stats {
 			RxBytes:   c.rxBytes.Load(),
 			Drops:     c.dropMap(),
 			Status:    connectionStatus(now, c.lastRx.Load()),
+			IPsec:     is,
 		})
 	}
 	return st

@@ -21,6 +21,8 @@ type RemoteStats struct {
 	RxBytes   uint64            `json:"rxBytes"`
 	Drops     map[string]uint64 `json:"drops,omitempty"`
 	Status    string            `json:"status"`
+	// IPsec is the IKE state with the remote, for the esp transport.
+	IPsec *IPsecStatus `json:"ipsec,omitempty"`
 }
 
 // Stats is a snapshot of the gateway's counters. Unattributed holds drops of

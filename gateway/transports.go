@@ -29,6 +29,8 @@ func newTransport(s *spec, d transport.Deliverer, log *slog.Logger) (transport.T
 		tr, pub, err = newWireGuard(s, d, log)
 	case TransportVXLAN:
 		tr, err = newVXLAN(s, d)
+	case TransportESP:
+		tr, err = newESP(s, d, log)
 	default:
 		return nil, "", fmt.Errorf("transport.type: unknown transport %q; use one of %s", c.Transport.Type, strings.Join(Transports, ", "))
 	}

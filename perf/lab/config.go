@@ -23,6 +23,11 @@ func KeyFile(stateDir, cluster string) string {
 	return filepath.Join(stateDir, "keys", cluster+".key")
 }
 
+// PSKFile is where the lab keeps the clusterset's IPsec pre-shared key.
+func PSKFile(stateDir string) string {
+	return filepath.Join(stateDir, "keys", "clusterset.psk")
+}
+
 // ConfigFile is where the lab writes a cluster's gateway config.
 func ConfigFile(stateDir, cluster string) string {
 	return filepath.Join(stateDir, cluster+".yaml")
@@ -52,8 +57,11 @@ func (p *Plan) gatewayConfig(c *ClusterPlan, transport, stateDir string, publicK
 		Transport:      gateway.TransportConfig{Type: transport, Port: gateway.DefaultPort},
 		MetricsAddress: MetricsAddress,
 	}
-	if transport == gateway.TransportWireGuard {
+	switch transport {
+	case gateway.TransportWireGuard:
 		cfg.Transport.WireGuard = &gateway.WireGuardConfig{PrivateKeyFile: KeyFile(stateDir, c.Spec.ID)}
+	case gateway.TransportESP:
+		cfg.Transport.ESP = &gateway.ESPConfig{PSKFile: PSKFile(stateDir)}
 	}
 	if p.Globalnet() {
 		cfg.Globalnet = globalnetConfig(c)

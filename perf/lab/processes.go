@@ -3,12 +3,15 @@ package lab
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -64,9 +67,14 @@ func (l *Lab) startPods(ctx context.Context, inProcess bool) error {
 // until every gateway has routed the remote clusters' CIDRs into its TUN.
 func (l *Lab) startGateways(ctx context.Context) error {
 	var pubs map[string]string
-	if l.Transport == gateway.TransportWireGuard {
+	switch l.Transport {
+	case gateway.TransportWireGuard:
 		var err error
 		if pubs, err = l.ensureKeys(); err != nil {
+			return err
+		}
+	case gateway.TransportESP:
+		if err := ensurePSK(PSKFile(l.StateDir)); err != nil {
 			return err
 		}
 	}
@@ -102,6 +110,57 @@ func (l *Lab) startGateways(ctx context.Context) error {
 		}
 	}
 	l.step("gateways up: routes to remote clusters point into their TUNs")
+	if l.Transport == gateway.TransportESP {
+		return l.waitIPsec(ctx)
+	}
+	return nil
+}
+
+// waitIPsec waits until every gateway has an IKE SA and a CHILD_SA with
+// every remote, so that the first packets find the tunnel keyed.
+func (l *Lab) waitIPsec(ctx context.Context) error {
+	for i := range l.Plan.Clusters {
+		c := &l.Plan.Clusters[i]
+		gw := l.Topo.NS(c.Gateway.NS)
+		name := gatewayProcess(c.Spec.ID)
+		err := l.waitFor(ctx, name, func() error {
+			st, err := fetchStats(ctx, gw)
+			if err != nil {
+				return err
+			}
+			for _, r := range st.Remotes {
+				if r.IPsec == nil || r.IPsec.State != "established" || len(r.IPsec.Children) == 0 {
+					state, last := "unknown", ""
+					if r.IPsec != nil {
+						state, last = r.IPsec.State, r.IPsec.LastError
+					}
+					return fmt.Errorf("IPsec with %s is %s, no CHILD_SA yet %s", r.Cluster, state, last)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("lab: gateway of %s: %w\n%s", c.Spec.ID, err, logTail(l.Topo.LogPath(name), 10))
+		}
+	}
+	l.step("IPsec up: an IKE SA and a CHILD_SA between every pair of gateways")
+	return nil
+}
+
+// ensurePSK writes a random clusterset pre-shared key to path unless one is
+// there.
+func ensurePSK(path string) error {
+	if _, err := os.Stat(path); err == nil {
+		return nil
+	}
+	key := make([]byte, 32)
+	rand.Read(key)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("lab: %w", err)
+	}
+	if err := os.WriteFile(path, []byte(base64.StdEncoding.EncodeToString(key)+"\n"), 0o600); err != nil {
+		return fmt.Errorf("lab: write the pre-shared key: %w", err)
+	}
 	return nil
 }
 

@@ -1,0 +1,278 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/snorkel-net/snorkel/transport"
+	"github.com/snorkel-net/snorkel/transport/esp"
+	"github.com/snorkel-net/snorkel/transport/esp/ike"
+)
+
+// ESPConfig is the local side of the esp transport: IPsec ESP in UDP, keyed
+// by IKEv2 with the clusterset's pre-shared key.
+type ESPConfig struct {
+	// PSK is the pre-shared key every gateway of the clusterset shares
+	// (broker-info's IPSecPSK), at least 16 bytes; PSKFile names a file that
+	// holds it instead. Give exactly one.
+	PSK     string `json:"psk,omitempty"`
+	PSKFile string `json:"pskFile,omitempty"`
+	// LocalID is this gateway's IKE identity; default the cluster ID, as
+	// an FQDN identity.
+	LocalID string `json:"localID,omitempty"`
+	// Proposals are the ESP algorithms offered and accepted, most preferred
+	// first, in strongSwan's notation ("aes256gcm16", "aes128gcm16",
+	// "aes256-sha256", "aes128-sha256"); IKEProposals the IKE SA's
+	// ("aes256gcm16-prfsha256-x25519"). Empty means the defaults.
+	Proposals    []string `json:"proposals,omitempty"`
+	IKEProposals []string `json:"ikeProposals,omitempty"`
+	// RekeyTime and IKERekeyTime are how long a CHILD_SA and an IKE SA
+	// live before they are rekeyed, as Go durations ("1h"); empty means
+	// the defaults (1h and 4h).
+	RekeyTime    string `json:"rekeyTime,omitempty"`
+	IKERekeyTime string `json:"ikeRekeyTime,omitempty"`
+}
+
+// ESPRemoteConfig is what the esp transport needs to know of a remote
+// gateway beyond its endpoint.
+type ESPRemoteConfig struct {
+	// ID is the IKE identity the remote must prove; default its cluster
+	// ID.
+	ID string `json:"id,omitempty"`
+	// Initiate says whether this gateway sets up the IKE SA with the remote
+	// (true) or waits for it (false). Unset, the gateway of the cluster
+	// whose ID sorts first initiates, so that two Snorkel gateways agree.
+	Initiate *bool `json:"initiate,omitempty"`
+}
+
+// buildESP checks the esp section and the remotes' esp settings; the
+// engine's own validation (proposals, PSK length) runs on the result too,
+// with its field names mapped to the config's.
+func (c *Config) buildESP(errs *errList, s *spec) {
+	e := c.Transport.ESP
+	if e == nil {
+		errs.add("transport.esp", "is required for the esp transport; give psk or pskFile (the clusterset's pre-shared key)")
+		return
+	}
+	switch {
+	case e.PSK != "" && e.PSKFile != "":
+		errs.add("transport.esp.psk", "psk and pskFile are both set; keep one")
+	case e.PSK == "" && e.PSKFile == "":
+		errs.add("transport.esp.psk", "is required: give the clusterset's pre-shared key (at least 16 bytes) in psk, or a file holding it in pskFile")
+	}
+	for _, d := range []struct{ field, v string }{{"rekeyTime", e.RekeyTime}, {"ikeRekeyTime", e.IKERekeyTime}} {
+		if d.v == "" {
+			continue
+		}
+		if v, err := time.ParseDuration(d.v); err != nil || v < time.Minute {
+			errs.add("transport.esp."+d.field, "%q is not a duration of at least 1m; write it like 1h or 30m", d.v)
+		}
+	}
+	if len(*errs) > 0 {
+		return // the engine would repeat what is wrong with the remotes
+	}
+	cfg, err := s.ikeConfig(nil)
+	if err != nil {
+		return // reported above
+	}
+	cfg.PSK = []byte("0123456789abcdef") // the real key is read when the transport opens
+	if e.PSK != "" {
+		cfg.PSK = []byte(e.PSK)
+	}
+	if err := cfg.Validate(); err != nil {
+		*errs = append(*errs, errors.New(ikeFieldNames(err)))
+	}
+}
+
+// ikeFieldNames returns the IKE engine's error with its field names
+// replaced by the config's.
+func ikeFieldNames(err error) string {
+	m := strings.TrimPrefix(err.Error(), "ike: ")
+	m = peerField.ReplaceAllString(m, "remotes[$1]$2")
+	return ikeFields.Replace(m)
+}
+
+var (
+	peerField = regexp.MustCompile(`Peers\[(\d+)\](\.\w+)?`)
+	ikeFields = strings.NewReplacer(
+		"IKEProposals", "transport.esp.ikeProposals",
+		"ESPProposals", "transport.esp.proposals",
+		"LocalID", "transport.esp.localID",
+		"PSK", "transport.esp.psk",
+		".RemoteID", ".esp.id",
+		".Endpoint", ".endpoint",
+		".LocalTS", ".localTS",
+		".RemoteTS", ".remoteTS",
+	)
+)
+
+// ikeConfig is the IKE engine's configuration for spec s with key psk.
+func (s *spec) ikeConfig(psk []byte) (ike.Config, error) {
+	c := s.cfg
+	e := c.Transport.ESP
+	cfg := ike.Config{
+		LocalID:      e.LocalID,
+		PSK:          psk,
+		IKEProposals: e.IKEProposals,
+		ESPProposals: e.Proposals,
+	}
+	if cfg.LocalID == "" {
+		cfg.LocalID = c.Cluster.ID
+	}
+	var err error
+	if e.RekeyTime != "" {
+		if cfg.ChildRekeyTime, err = time.ParseDuration(e.RekeyTime); err != nil {
+			return cfg, err
+		}
+	}
+	if e.IKERekeyTime != "" {
+		if cfg.IKERekeyTime, err = time.ParseDuration(e.IKERekeyTime); err != nil {
+			return cfg, err
+		}
+	}
+	local := s.local
+	if s.globalnet != nil {
+		local = []netip.Prefix{s.globalnet.rules.Global}
+	}
+	for i, r := range c.Remotes {
+		p := ike.PeerConfig{
+			Endpoint: s.remotes[i].endpoint,
+			RemoteID: r.ID,
+			LocalTS:  local,
+			RemoteTS: s.remotes[i].cidrs,
+			Initiate: c.Cluster.ID < r.ID,
+		}
+		if r.ESP != nil {
+			if r.ESP.ID != "" {
+				p.RemoteID = r.ESP.ID
+			}
+			if r.ESP.Initiate != nil {
+				p.Initiate = *r.ESP.Initiate
+			}
+		}
+		cfg.Peers = append(cfg.Peers, p)
+	}
+	return cfg, nil
+}
+
+// ipsec is the esp transport together with the IKE engine that keys it.
+type ipsec struct {
+	*esp.Transport
+	ike  *ike.Engine
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+var _ transport.DropCounter = (*ipsec)(nil)
+
+func newESP(s *spec, d transport.Deliverer, log *slog.Logger) (transport.Transport, error) {
+	e := s.cfg.Transport.ESP
+	psk := []byte(e.PSK)
+	if e.PSKFile != "" {
+		b, err := os.ReadFile(e.PSKFile)
+		if err != nil {
+			return nil, fmt.Errorf("transport.esp.pskFile: cannot read the pre-shared key: %w", err)
+		}
+		psk = []byte(strings.TrimSpace(string(b)))
+	}
+	cfg, err := s.ikeConfig(psk)
+	if err != nil {
+		return nil, err
+	}
+	ec := esp.Config{Port: s.port}
+	for _, r := range s.remotes {
+		ec.Peers = append(ec.Peers, esp.Peer{Endpoint: r.endpoint})
+	}
+	tr, err := esp.New(ec, d)
+	if err != nil {
+		return nil, err
+	}
+	eng, err := ike.NewEngine(cfg, tr, tr, log.With("component", "ike"))
+	if err != nil {
+		tr.Close()
+		return nil, fmt.Errorf("transport.esp: %s", ikeFieldNames(err))
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	t := &ipsec{Transport: tr, ike: eng, stop: stop, done: make(chan struct{})}
+	tr.SetIKEHandler(eng.Receive)
+	go func() {
+		defer close(t.done)
+		eng.Run(ctx)
+	}()
+	log.Info("esp transport up", "port", tr.Port(), "localID", cfg.LocalID)
+	return t, nil
+}
+
+// Close stops the IKE engine, which tells the peers and removes the
+// CHILD_SAs, then the transport.
+func (t *ipsec) Close() error {
+	t.stop()
+	<-t.done
+	return t.Transport.Close()
+}
+
+// IPsecStatus is the IKE state with one remote.
+type IPsecStatus struct {
+	State       string     `json:"state"`
+	IKESPIs     string     `json:"ikeSPIs,omitempty"` // initiator's_responder's, as swanctl shows them
+	Established *time.Time `json:"established,omitempty"`
+	Children    []ChildSA  `json:"childSAs,omitempty"`
+	LastError   string     `json:"lastError,omitempty"`
+}
+
+// ChildSA is one CHILD_SA with a remote.
+type ChildSA struct {
+	InSPI     string    `json:"inSPI"`
+	OutSPI    string    `json:"outSPI"`
+	Algorithm string    `json:"algorithm"`
+	LocalTS   []string  `json:"localTS"`
+	RemoteTS  []string  `json:"remoteTS"`
+	Installed time.Time `json:"installed"`
+}
+
+// ipsecStatus returns the IKE state per remote, or nil for other
+// transports.
+func (g *Gateway) ipsecStatus() []IPsecStatus {
+	t, ok := g.tr.(*ipsec)
+	if !ok {
+		return nil
+	}
+	var out []IPsecStatus
+	for _, p := range t.ike.Status() {
+		st := IPsecStatus{State: string(p.State), LastError: p.LastError}
+		if p.IKESPIi != 0 {
+			st.IKESPIs = fmt.Sprintf("%016x_i %016x_r", p.IKESPIi, p.IKESPIr)
+		}
+		if !p.Established.IsZero() {
+			at := p.Established.UTC()
+			st.Established = &at
+		}
+		for _, c := range p.Children {
+			st.Children = append(st.Children, ChildSA{
+				InSPI:     fmt.Sprintf("%08x", c.InSPI),
+				OutSPI:    fmt.Sprintf("%08x", c.OutSPI),
+				Algorithm: c.Transform.String(),
+				LocalTS:   prefixStrings(c.LocalTS),
+				RemoteTS:  prefixStrings(c.RemoteTS),
+				Installed: c.Installed.UTC(),
+			})
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+func prefixStrings(ps []netip.Prefix) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.String()
+	}
+	return out
+}
