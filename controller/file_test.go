@@ -52,6 +52,11 @@ func FuzzParseGatewayConfig(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(globalnet)
+	esp, err := os.ReadFile("../deploy/examples/gateway-c1-esp.yaml")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(esp)
 	f.Add([]byte("cluster: {id: c1, podCIDRs: [10.8.0.0/16]}\ntransport: {type: vxlan}\nremotes: [{id: c2, podCIDRs: [10.8.0.0/17], endpoint: '::1'}]\n"))
 	f.Add([]byte("remotes: [{}, {id: c1}]\ntun: {mtu: -1}\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -79,6 +84,17 @@ func TestGlobalnetExampleConfigLoads(t *testing.T) {
 	g := cfg.Globalnet
 	if g == nil || g.GlobalCIDR != "242.1.0.0/16" || len(g.EgressPools) != 2 || len(g.Ingress) != 2 || cfg.Remotes[0].GlobalCIDR != "242.2.0.0/16" {
 		t.Fatalf("unexpected Globalnet config %+v", g)
+	}
+}
+
+func TestESPExampleConfigLoads(t *testing.T) {
+	cfg, err := LoadGatewayConfig("../deploy/examples/gateway-c1-esp.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := cfg.Transport.ESP
+	if cfg.Transport.Type != "esp" || e == nil || e.PSKFile == "" || len(e.Proposals) != 2 || cfg.Remotes[0].ESP == nil || cfg.Remotes[0].ESP.ID != "c2" {
+		t.Fatalf("unexpected esp config %+v", e)
 	}
 }
 
