@@ -217,6 +217,16 @@ func (e *Engine) tick(now time.Time) time.Time {
 	for _, p := range e.peers {
 		soon(e.peerTimers(p))
 	}
+	// The timers may have started requests and failed peers; those are
+	// due too.
+	for _, sa := range e.sas {
+		if sa.req != nil {
+			soon(sa.req.due)
+		}
+	}
+	for _, p := range e.peers {
+		soon(p.restartAt)
+	}
 	e.publish()
 	return next
 }

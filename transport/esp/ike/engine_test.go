@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -668,4 +669,55 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		}
 	}
 	t.Fatalf("timed out waiting for %s", what)
+}
+
+// lossySender drops the first n messages its side sends.
+type lossySender struct {
+	chanSender
+	sent *atomic.Int32
+	n    int32
+}
+
+func (s lossySender) SendIKE(to netip.AddrPort, msg []byte) error {
+	if s.sent.Add(1) <= s.n {
+		return nil
+	}
+	return s.chanSender.SendIKE(to, msg)
+}
+
+// TestRunRetransmitsARestartedSetup: after a first attempt goes unanswered,
+// the engine sets the IKE SA up again after a backoff, and when that
+// attempt's first IKE_SA_INIT is lost too it must still be retransmitted by
+// Run's own timer, not left until some message wakes the engine.
+func TestRunRetransmitsARestartedSetup(t *testing.T) {
+	var a, b *Engine
+	dpA, dpB := newFakeDP(), newFakeDP()
+	logger := slog.New(slog.DiscardHandler)
+	cfgA := baseConfig(addrA)
+	cfgA.RetransmitTimeout, cfgA.RetransmitTries = 20*time.Millisecond, 2
+	// The first attempt's two transmissions and the restart's first.
+	var sent atomic.Int32
+	a, err := NewEngine(cfgA, dpA, lossySender{chanSender{self: addrA, to: func() *Engine { return b }}, &sent, 3}, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err = NewEngine(baseConfig(addrB), dpB, chanSender{self: addrB, to: func() *Engine { return a }}, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, e := range []*Engine{a, b} {
+		wg.Go(func() { e.Run(ctx) })
+	}
+	defer func() {
+		stop()
+		wg.Wait()
+	}()
+	waitUntil(t, "the IKE SA after a lost restart", func() bool {
+		return a.Status()[0].State == StateEstablished && len(dpA.current()) == 1
+	})
+	if n := sent.Load(); n < 4 {
+		t.Fatalf("A sent %d messages; want the restart's IKE_SA_INIT retransmitted", n)
+	}
 }
