@@ -71,8 +71,8 @@ func (c *Config) buildESP(errs *errList, s *spec) {
 		if d.v == "" {
 			continue
 		}
-		if v, err := time.ParseDuration(d.v); err != nil || v < time.Minute {
-			errs.add("transport.esp."+d.field, "%q is not a duration of at least 1m; write it like 1h or 30m", d.v)
+		if v, err := time.ParseDuration(d.v); err != nil || v < 10*time.Second {
+			errs.add("transport.esp."+d.field, "%q is not a duration of at least 10s; write it like 1h or 30m", d.v)
 		}
 	}
 	if len(*errs) > 0 {

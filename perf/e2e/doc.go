@@ -1,9 +1,11 @@
 // Package e2e holds the network-namespace end-to-end tests of the gateway:
 // two clusters built by perf/lab with real `snorkel gateway` processes on
 // kernel TUN devices, and traffic between their pods checked through real
-// sockets, ping and tcpdump, once per transport. One scenario replaces a
-// gateway with a Linux kernel vxlan device to check interoperability;
-// another joins two clusters with the same CIDRs through Globalnet and
+// sockets, ping and tcpdump, once per transport. Two scenarios replace c2's
+// gateway to check interoperability: with a Linux kernel vxlan device, and
+// with strongSwan's charon (IKEv2, userspace ESP through kernel-libipsec)
+// negotiating, carrying and rekeying the esp transport's tunnel; another
+// joins two clusters with the same CIDRs through Globalnet and
 // checks traffic and translated ICMP errors across them.
 //
 // The tests need root (network namespaces, TUN devices); without it they

@@ -152,6 +152,16 @@ func (e *env) replaceC2WithKernelVTEP(t *testing.T) {
 // remote VTEP's MAC, and waits until it routes c2's CIDRs again.
 func (e *env) restartC1WithRemoteMAC(t *testing.T, mac string) {
 	t.Helper()
+	e.restartC1(t, "gateway-c1-remote-mac", func(cfg *gateway.Config) {
+		cfg.Remotes[0].VXLAN = &gateway.VXLANRemoteConfig{MAC: mac}
+	})
+}
+
+// restartC1 restarts c1's gateway, as process name, with its config as
+// edit changes it, and waits until it routes c2's CIDRs again. edit may
+// assume the config has c2 as its only remote.
+func (e *env) restartC1(t *testing.T, name string, edit func(*gateway.Config)) {
+	t.Helper()
 	b, err := os.ReadFile(lab.ConfigFile(e.lab.StateDir, "c1"))
 	if err != nil {
 		t.Fatal(err)
@@ -163,18 +173,18 @@ func (e *env) restartC1WithRemoteMAC(t *testing.T, mac string) {
 	if len(cfg.Remotes) != 1 {
 		t.Fatalf("c1's config has %d remotes, want c2 alone", len(cfg.Remotes))
 	}
-	cfg.Remotes[0].VXLAN = &gateway.VXLANRemoteConfig{MAC: mac}
+	edit(&cfg)
 	if b, err = lab.MarshalConfig(cfg); err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "c1-remote-mac.yaml")
+	path := filepath.Join(t.TempDir(), name+".yaml")
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.gatewayProcess(t, e.c1).Stop(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	p, err := e.c1.Start("gateway-c1-remote-mac", snorkelBin, "gateway", "--config", path)
+	p, err := e.c1.Start(name, snorkelBin, "gateway", "--config", path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,14 +35,22 @@ type tcpResult struct {
 }
 
 // transferTCP sends n bytes of stream(seed) from a socket in `from` to
-// dst, served by a listener in `to` on dst's port, hashing on both ends; the
-// receiver reports its count and digest back over the same connection. It
-// returns an error unless both ends agree. The listener takes every
-// address, as dst may be one the gateway translates to `to`'s own.
+// dst, served by a listener in `to` on dst's port, as sendTCP does.
 func transferTCP(ctx context.Context, from, to *topo.NS, dst netip.AddrPort, n int64, seed uint64) error {
+	_, err := sendTCP(ctx, from, to, dst, io.LimitReader(stream(seed), n))
+	return err
+}
+
+// sendTCP sends src up to its EOF from a socket in `from` to dst, served by
+// a listener in `to` on dst's port, hashing on both ends; the receiver
+// reports its count and digest back over the same connection. It returns
+// how many bytes it sent, and an error unless both ends agree. The
+// listener takes every address, as dst may be one the gateway translates
+// to `to`'s own.
+func sendTCP(ctx context.Context, from, to *topo.NS, dst netip.AddrPort, src io.Reader) (int64, error) {
 	ln, err := to.Listen("tcp", anyAddr(dst.Port()))
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer ln.Close()
 	deadline, ok := ctx.Deadline()
@@ -54,31 +62,31 @@ func transferTCP(ctx context.Context, from, to *topo.NS, dst netip.AddrPort, n i
 
 	c, err := from.DialContext(ctx, "tcp", dst.String())
 	if err != nil {
-		return fmt.Errorf("dial %s: %w", dst, err)
+		return 0, fmt.Errorf("dial %s: %w", dst, err)
 	}
 	defer c.Close()
 	c.SetDeadline(deadline)
 	h := sha256.New()
-	sent, err := io.CopyN(io.MultiWriter(c, h), stream(seed), n)
+	sent, err := io.Copy(io.MultiWriter(c, h), src)
 	if err != nil {
-		return fmt.Errorf("sent %d of %d bytes: %w", sent, n, err)
+		return sent, fmt.Errorf("sent %d bytes: %w", sent, err)
 	}
 	if err := c.(*net.TCPConn).CloseWrite(); err != nil {
-		return err
+		return sent, err
 	}
 	var reply [8 + sha256.Size]byte
 	if _, err := io.ReadFull(c, reply[:]); err != nil {
-		return fmt.Errorf("no report from the receiver: %w (receiver: %v)", err, <-srvErr)
+		return sent, fmt.Errorf("no report from the receiver: %w (receiver: %v)", err, <-srvErr)
 	}
 	if err := <-srvErr; err != nil {
-		return err
+		return sent, err
 	}
 	got := tcpResult{n: int64(binary.BigEndian.Uint64(reply[:8])), digest: [sha256.Size]byte(reply[8:])}
-	want := tcpResult{n: n, digest: [sha256.Size]byte(h.Sum(nil))}
+	want := tcpResult{n: sent, digest: [sha256.Size]byte(h.Sum(nil))}
 	if got != want {
-		return fmt.Errorf("receiver got %d bytes with SHA-256 %x; sent %d bytes with SHA-256 %x", got.n, got.digest, want.n, want.digest)
+		return sent, fmt.Errorf("receiver got %d bytes with SHA-256 %x; sent %d bytes with SHA-256 %x", got.n, got.digest, want.n, want.digest)
 	}
-	return nil
+	return sent, nil
 }
 
 func receiveAndReport(ln net.Listener, deadline time.Time) error {
