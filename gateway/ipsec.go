@@ -38,6 +38,10 @@ type ESPConfig struct {
 	// the defaults (1h and 4h).
 	RekeyTime    string `json:"rekeyTime,omitempty"`
 	IKERekeyTime string `json:"ikeRekeyTime,omitempty"`
+	// RekeyBytes rekeys a CHILD_SA once it has carried this many bytes,
+	// both directions together; 0 means no byte limit. A CHILD_SA is
+	// rekeyed before its sequence numbers run out in any case.
+	RekeyBytes uint64 `json:"rekeyBytes,omitempty"`
 }
 
 // ESPRemoteConfig is what the esp transport needs to know of a remote
@@ -118,10 +122,11 @@ func (s *spec) ikeConfig(psk []byte) (ike.Config, error) {
 	c := s.cfg
 	e := c.Transport.ESP
 	cfg := ike.Config{
-		LocalID:      e.LocalID,
-		PSK:          psk,
-		IKEProposals: e.IKEProposals,
-		ESPProposals: e.Proposals,
+		LocalID:         e.LocalID,
+		PSK:             psk,
+		IKEProposals:    e.IKEProposals,
+		ESPProposals:    e.Proposals,
+		ChildRekeyBytes: e.RekeyBytes,
 	}
 	if cfg.LocalID == "" {
 		cfg.LocalID = c.Cluster.ID
