@@ -11,16 +11,14 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netns"
-
 	"github.com/snorkel-net/snorkel/transport"
+	"github.com/snorkel-net/snorkel/transport/internal/netnstest"
 )
 
 // Kernel interop topology, all inside two namespaces of the test's own:
@@ -101,36 +99,6 @@ func (e *echoPeer) Deliver(peer int, bufs [][]byte, offset int) {
 	}
 }
 
-// inNetns runs fn with the calling goroutine's thread in namespace name, so
-// that sockets fn opens belong to it.
-func inNetns(t *testing.T, name string, fn func()) {
-	t.Helper()
-	runtime.LockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		runtime.UnlockOSThread()
-		t.Fatal(err)
-	}
-	defer orig.Close()
-	target, err := netns.GetFromName(name)
-	if err != nil {
-		runtime.UnlockOSThread()
-		t.Fatal(err)
-	}
-	defer target.Close()
-	if err := netns.Set(target); err != nil {
-		runtime.UnlockOSThread()
-		t.Fatal(err)
-	}
-	fn()
-	if err := netns.Set(orig); err != nil {
-		// Leave the thread locked: the runtime discards it when this
-		// goroutine ends, rather than reuse it in the wrong namespace.
-		t.Fatalf("returning to the original netns: %v", err)
-	}
-	runtime.UnlockOSThread()
-}
-
 func TestKernelVXLANInterop(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("skipping kernel interop: needs root to create network namespaces and a vxlan device")
@@ -168,7 +136,7 @@ func TestKernelVXLANInterop(t *testing.T) {
 
 	peer := &echoPeer{got: make(chan struct{}, 1)}
 	var tr *Transport
-	inNetns(t, near, func() {
+	netnstest.In(t, near, func() {
 		tr, err = New(Config{Port: 4500, VNI: 1000, Peers: []Peer{{Endpoint: netip.AddrPortFrom(kUnderFar, 4500)}}}, peer)
 	})
 	if err != nil {

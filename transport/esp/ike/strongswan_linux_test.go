@@ -14,13 +14,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netns"
+	"github.com/snorkel-net/snorkel/transport/internal/netnstest"
 )
 
 // strongSwan interop topology, in two namespaces of the test's own:
@@ -423,7 +422,7 @@ func (l *swanLab) startGo(edit func(*Config)) *goSide {
 		edit(&cfg)
 	}
 	g := &goSide{t: t, dp: newFakeDP(), do: make(chan func()), logs: &syncBuffer{}}
-	inNetns(t, l.nsGo, func() {
+	netnstest.In(t, l.nsGo, func() {
 		c, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(swanGoAddr))
 		if err != nil {
 			t.Fatal(err)
@@ -677,34 +676,4 @@ func (l *swanLab) checkSPIs(g *goSide) {
 	if fmt.Sprintf("%016x", st.IKESPIi) != sas.spiI || fmt.Sprintf("%016x", st.IKESPIr) != sas.spiR {
 		l.t.Fatalf("IKE SPIs %016x/%016x, strongSwan shows %s/%s", st.IKESPIi, st.IKESPIr, sas.spiI, sas.spiR)
 	}
-}
-
-// inNetns runs fn with the calling goroutine's thread in namespace name, so
-// that sockets fn opens belong to it.
-func inNetns(t *testing.T, name string, fn func()) {
-	t.Helper()
-	runtime.LockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		runtime.UnlockOSThread()
-		t.Fatal(err)
-	}
-	defer orig.Close()
-	target, err := netns.GetFromName(name)
-	if err != nil {
-		runtime.UnlockOSThread()
-		t.Fatal(err)
-	}
-	defer target.Close()
-	if err := netns.Set(target); err != nil {
-		runtime.UnlockOSThread()
-		t.Fatal(err)
-	}
-	fn()
-	if err := netns.Set(orig); err != nil {
-		// Leave the thread locked: the runtime discards it when this
-		// goroutine ends, rather than reuse it in the wrong namespace.
-		t.Fatalf("returning to the original netns: %v", err)
-	}
-	runtime.UnlockOSThread()
 }
