@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snorkel-net/snorkel/packet"
 	"github.com/snorkel-net/snorkel/transport"
 	"github.com/snorkel-net/snorkel/transport/esp/ike"
 	"github.com/snorkel-net/snorkel/transport/udp"
@@ -124,19 +125,7 @@ func pattern(n int, seed byte) []byte {
 	return p
 }
 
-func checksum(b []byte) uint16 {
-	var sum uint32
-	for i := 0; i+1 < len(b); i += 2 {
-		sum += uint32(binary.BigEndian.Uint16(b[i:]))
-	}
-	if len(b)%2 == 1 {
-		sum += uint32(b[len(b)-1]) << 8
-	}
-	for sum > 0xffff {
-		sum = sum>>16 + sum&0xffff
-	}
-	return ^uint16(sum)
-}
+func checksum(b []byte) uint16 { return ^packet.Checksum(b, 0) }
 
 // ipv4 builds an IPv4 packet with a valid header checksum.
 func ipv4(src, dst netip.Addr, payload []byte) []byte {

@@ -8,31 +8,14 @@ import (
 	"github.com/snorkel-net/snorkel/transport/udp"
 )
 
-// rxScratch is the per-call memory of receive, pooled because the IPv4 and
-// IPv6 receive loops may run it at the same time.
-type rxScratch struct {
-	peerOf  []int    // peer of bufs[i], for opened packets
-	pending []int    // indices of opened packets not yet delivered
-	out     [][]byte // one peer's packets, as given to Deliver
-}
-
-func newRxScratch() *rxScratch {
-	return &rxScratch{
-		peerOf:  make([]int, udp.BatchSize),
-		pending: make([]int, 0, udp.BatchSize),
-		out:     make([][]byte, 0, udp.BatchSize),
-	}
-}
-
 // receive is the udp.Handler: it tells keepalives, IKE messages and ESP
 // apart (RFC 3948 §2), opens ESP in place and hands the inner packets to
 // the Deliverer at transport.Headroom, grouped by peer, each group in
 // arrival order.
 func (t *Transport) receive(bufs [][]byte, sizes []int, srcs []netip.AddrPort) {
-	s := t.rxPool.Get().(*rxScratch)
+	g := t.rxPool.Get().(*udp.Grouper)
 	sas := *t.inbound.Load()
 	now := t.now.Load()
-	pending := s.pending[:0]
 	for i, b := range bufs {
 		if sizes[i] == 0 {
 			continue
@@ -77,24 +60,10 @@ func (t *Transport) receive(bufs [][]byte, sizes []int, srcs []netip.AddrPort) {
 		// reslicing puts it exactly there, leaving the buffer a capacity of
 		// BufSize less at most the IV length difference.
 		bufs[i] = b[at-transport.Headroom : at+n]
-		s.peerOf[i] = sa.peer
-		pending = append(pending, i)
+		g.Add(i, sa.peer)
 	}
-	for len(pending) > 0 {
-		p := s.peerOf[pending[0]]
-		out, rest := s.out[:0], pending[:0]
-		for _, i := range pending {
-			if s.peerOf[i] == p {
-				out = append(out, bufs[i])
-			} else {
-				rest = append(rest, i)
-			}
-		}
-		pending = rest
-		t.deliver.Deliver(p, out, transport.Headroom)
-		clear(out)
-	}
-	t.rxPool.Put(s)
+	g.Deliver(t.deliver, bufs, transport.Headroom)
+	t.rxPool.Put(g)
 }
 
 // peerAt is the peer whose endpoint is src, or transport.PeerAny. It scans

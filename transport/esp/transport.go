@@ -42,7 +42,7 @@ type Transport struct {
 	timers sync.WaitGroup
 
 	txPool sync.Pool // *[][]byte of capacity udp.BatchSize
-	rxPool sync.Pool // *rxScratch
+	rxPool sync.Pool // *udp.Grouper
 }
 
 // peer is the state of one remote gateway.
@@ -87,7 +87,7 @@ func start(s settings, d transport.Deliverer) (*Transport, error) {
 		b := make([][]byte, 0, udp.BatchSize)
 		return &b
 	}
-	t.rxPool.New = func() any { return newRxScratch() }
+	t.rxPool.New = func() any { return udp.NewGrouper() }
 	c, err := udp.Open(s.port)
 	if err != nil {
 		return nil, fmt.Errorf("esp: %w", err)

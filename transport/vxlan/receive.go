@@ -10,26 +10,17 @@ import (
 // rxScratch is the per-call memory of receive, pooled because the IPv4 and
 // IPv6 receive loops may run it at the same time.
 type rxScratch struct {
-	peerOf  []int    // peer of bufs[i], for IP packets
-	pending []int    // indices of IP packets not yet delivered
-	out     [][]byte // one peer's packets, as given to Deliver
-	one     [1][]byte
+	group *udp.Grouper
+	one   [1][]byte
 }
 
-func newRxScratch() *rxScratch {
-	return &rxScratch{
-		peerOf:  make([]int, udp.BatchSize),
-		pending: make([]int, 0, udp.BatchSize),
-		out:     make([][]byte, 0, udp.BatchSize),
-	}
-}
+func newRxScratch() *rxScratch { return &rxScratch{group: udp.NewGrouper()} }
 
 // receive is the udp.Handler: it decapsulates a batch in place, answers ARP,
 // and hands the IP packets to the Deliverer grouped by peer, each group in
 // arrival order.
 func (t *Transport) receive(bufs [][]byte, sizes []int, srcs []netip.AddrPort) {
 	s := t.rxPool.Get().(*rxScratch)
-	pending := s.pending[:0]
 	for i, b := range bufs {
 		if sizes[i] == 0 {
 			continue
@@ -52,23 +43,9 @@ func (t *Transport) receive(bufs [][]byte, sizes []int, srcs []netip.AddrPort) {
 		}
 		t.peers[p].learn(d.src)
 		bufs[i] = b[:transport.Headroom+d.ipLen]
-		s.peerOf[i] = p
-		pending = append(pending, i)
+		s.group.Add(i, p)
 	}
-	for len(pending) > 0 {
-		p := s.peerOf[pending[0]]
-		out, rest := s.out[:0], pending[:0]
-		for _, i := range pending {
-			if s.peerOf[i] == p {
-				out = append(out, bufs[i])
-			} else {
-				rest = append(rest, i)
-			}
-		}
-		pending = rest
-		t.deliver.Deliver(p, out, transport.Headroom)
-		clear(out)
-	}
+	s.group.Deliver(t.deliver, bufs, transport.Headroom)
 	t.rxPool.Put(s)
 }
 
