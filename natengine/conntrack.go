@@ -14,13 +14,13 @@ import (
 // port: lport == gport.
 //
 // Flows live in a slab of fixed pages and are found through two keys, one
-// per direction, chained in one bucket array. The layout is pointer-free so
+// per direction, in one open-addressed index. The layout is pointer-free so
 // the garbage collector never scans the table.
 //
 // Packets look flows up without a lock, seqlock-style. Everything that
 // changes the table's structure runs under Engine.mu: it writes a slot's keys
 // and translation (proto, kind, addresses, ports, created) while the slot is
-// unlinked, and publishes through atomics — the chain links, and the
+// unlinked, and publishes through atomics — the index entries, and the
 // sequence number in the high half of the state word, odd while the flow is
 // linked and bumped on every link and unlink. A reader copies what it needs
 // and then checks that the sequence number has not moved; if it has, the
@@ -32,10 +32,11 @@ type flow struct {
 	lport, gport, rport   uint16
 	proto                 uint8
 	kind                  uint8
-	next                  [2]atomic.Uint32 // next node in the bucket of each key
-	created               uint32
-	seen                  atomic.Uint32
-	state                 atomic.Uint64 // sequence << 32 | state word
+	// created is the second the flow began; while the slot is free, it
+	// holds the next free slot instead.
+	created uint32
+	seen    atomic.Uint32
+	state   atomic.Uint64 // sequence << 32 | state word
 }
 
 // seq returns the flow's sequence number: odd while it is linked.
@@ -114,9 +115,9 @@ func (f *flow) matches(dir uint32, k *key) bool {
 const (
 	pageBits = 12
 	pageSize = 1 << pageBits
-	// maxHops bounds a lock-free walk of a chain, which may wander through
-	// slots that are unlinked and reused under it.
-	maxHops = 64
+	// maxProbe bounds a lock-free scan of the index, which entries may
+	// move through while it runs.
+	maxProbe = 64
 	// maxRetries bounds the restarts of a lookup whose copy was torn.
 	maxRetries = 4
 )
@@ -124,35 +125,43 @@ const (
 // table is the connection-tracking table: the slab and the hash index.
 // Lookups take no lock; everything that links, unlinks or allocates runs
 // under Engine.mu.
+//
+// The index is a linear-probing array of 8-byte entries, eight to a cache
+// line: the top 32 bits of the key's hash, then its node (flow index << 1 |
+// dir); 0 is empty. A key's home slot is the top bits of its hash, so an
+// entry carries its own home and a deletion can shift the entries after it
+// back (Knuth's Algorithm R) without reading their flows, and so a miss
+// usually costs one cache line and no flow. At most two entries per flow in
+// at least four times as many slots keep the load at or under one half.
 type table struct {
-	seed    uint64
-	pages   []*[pageSize]flow // fixed length; a page is set before any of its flows is linked
-	buckets []atomic.Uint32   // node = flow index << 1 | dir; 0 ends a chain
-	mask    uint64
+	seed  uint64
+	pages []*[pageSize]flow // fixed length; a page is set before any of its flows is linked
+	index []atomic.Uint64
+	mask  uint64
+	shift uint // home slot = hash >> shift
 
 	// Under Engine.mu.
 	used uint32 // slab slots handed out; slot 0 is never used
-	free uint32 // head of the free list, chained through next[0]
+	free uint32 // head of the free list, chained through created
 	max  uint32
 }
 
 func newTable(maxFlows int, seed uint64) table {
-	// Two keys per flow in at least as many buckets: chains stay short
-	// at the maximum.
-	nb := uint64(1) << bits.Len64(uint64(4*maxFlows-1))
+	n := bits.Len64(uint64(4*maxFlows - 1))
 	return table{
-		seed:    seed,
-		pages:   make([]*[pageSize]flow, (maxFlows+1+pageSize-1)/pageSize),
-		buckets: make([]atomic.Uint32, nb),
-		mask:    nb - 1,
-		max:     uint32(maxFlows),
+		seed:  seed,
+		pages: make([]*[pageSize]flow, (maxFlows+1+pageSize-1)/pageSize),
+		index: make([]atomic.Uint64, 1<<n),
+		mask:  1<<n - 1,
+		shift: uint(64 - n),
+		max:   uint32(maxFlows),
 	}
 }
 
 func (t *table) flow(i uint32) *flow { return &t.pages[i>>pageBits][i&(pageSize-1)] }
 
 // hash mixes a key with the table's random seed, so that remote peers
-// cannot aim their tuples at one bucket.
+// cannot aim their tuples at one slot.
 func (t *table) hash(k *key) uint64 {
 	const (
 		p0 = 0xa0761d6478bd642f
@@ -176,6 +185,9 @@ func mix(a, b uint64) uint64 {
 	return hi ^ lo
 }
 
+// tagMask selects the hash half of an index entry.
+const tagMask = 0xffffffff << 32
+
 // view is a consistent copy of a linked flow, taken without a lock.
 type view struct {
 	mapping
@@ -188,9 +200,9 @@ type view struct {
 }
 
 // lookup copies the flow with key k into v and reports whether there is
-// one. It takes no lock, so a flow linked or unlinked meanwhile may be missed
-// either way; a caller that must not miss one repeats the search with find
-// under Engine.mu.
+// one. It takes no lock, so a flow linked, unlinked or moved in the index
+// meanwhile may be missed; a caller that must not miss one repeats the
+// search with find under Engine.mu.
 //
 // The race detector is told to look away: the plain reads here race with
 // the writes of a slot being reused, by design, and the sequence check
@@ -198,16 +210,22 @@ type view struct {
 //
 //go:norace
 func (t *table) lookup(k *key, v *view) bool {
-	b := t.hash(k) & t.mask
+	h := t.hash(k)
+	tag := h & tagMask
 	for range maxRetries {
-		n := t.buckets[b].Load()
 		torn := false
-		for hops := 0; n != 0 && hops < maxHops; hops++ {
-			i, dir := n>>1, n&1
-			f := t.flow(i)
+		for i, n := h>>t.shift, 0; n < maxProbe; i, n = (i+1)&t.mask, n+1 {
+			e := t.index[i].Load()
+			if e == 0 {
+				break
+			}
+			if e&tagMask != tag {
+				continue
+			}
+			node := uint32(e)
+			f := t.flow(node >> 1)
 			w := f.state.Load()
-			n = f.next[dir].Load()
-			if w>>32&1 == 0 || !f.matches(dir, k) {
+			if w>>32&1 == 0 || !f.matches(node&1, k) {
 				continue
 			}
 			v.local, v.global, v.lport, v.gport = f.local, f.global, f.lport, f.gport
@@ -216,7 +234,7 @@ func (t *table) lookup(k *key, v *view) bool {
 				torn = true
 				break
 			}
-			v.idx, v.dir, v.seq, v.st = i, dir, uint32(w>>32), uint32(w)
+			v.idx, v.dir, v.seq, v.st = node>>1, node&1, uint32(w>>32), uint32(w)
 			return true
 		}
 		if !torn {
@@ -226,25 +244,27 @@ func (t *table) lookup(k *key, v *view) bool {
 	return false
 }
 
-// find is lookup for a holder of Engine.mu, under which chains do not
-// change. It returns the flow index, or 0.
+// find is lookup for a holder of Engine.mu, under which the index does not
+// change. It returns the flow index and direction, or 0.
 func (t *table) find(k *key) (uint32, uint32) {
-	for n := t.buckets[t.hash(k)&t.mask].Load(); n != 0; {
-		f := t.flow(n >> 1)
-		if f.matches(n&1, k) {
-			return n >> 1, n & 1
+	h := t.hash(k)
+	tag := h & tagMask
+	for i := h >> t.shift; ; i = (i + 1) & t.mask {
+		e := t.index[i].Load()
+		if e == 0 {
+			return 0, 0
 		}
-		n = f.next[n&1].Load()
+		if node := uint32(e); e&tagMask == tag && t.flow(node>>1).matches(node&1, k) {
+			return node >> 1, node & 1
+		}
 	}
-	return 0, 0
 }
 
 // alloc returns a free slot, or 0 when the slab is at its maximum. Under
 // Engine.mu.
 func (t *table) alloc() uint32 {
 	if i := t.free; i != 0 {
-		f := t.flow(i)
-		t.free = f.next[0].Load()
+		t.free = t.flow(i).created
 		return i
 	}
 	if t.used >= t.max {
@@ -265,30 +285,50 @@ func (t *table) link(i uint32, st uint32) {
 	f.state.Store(uint64(f.seq()+1)<<32 | uint64(st))
 	for dir := uint32(0); dir < 2; dir++ {
 		k := f.key(dir)
-		b := &t.buckets[t.hash(&k)&t.mask]
-		f.next[dir].Store(b.Load())
-		b.Store(i<<1 | dir)
+		h := t.hash(&k)
+		s := h >> t.shift
+		for t.index[s].Load() != 0 {
+			s = (s + 1) & t.mask
+		}
+		t.index[s].Store(h&tagMask | uint64(i<<1|dir))
 	}
 }
 
 // unlink removes both keys of flow i and returns its slot to the free list.
-// Under Engine.mu. A lookup still walking through the slot sees its
-// sequence number move and discards what it read.
+// Under Engine.mu. A lookup still reading the slot sees its sequence number
+// move and discards what it read.
 func (t *table) unlink(i uint32) {
 	f := t.flow(i)
 	for dir := uint32(0); dir < 2; dir++ {
 		k := f.key(dir)
-		p := &t.buckets[t.hash(&k)&t.mask]
-		node := i<<1 | dir
-		for n := p.Load(); n != 0 && n != node; n = p.Load() {
-			p = &t.flow(n >> 1).next[n&1]
+		s := t.hash(&k) >> t.shift
+		for node := uint64(i<<1 | dir); t.index[s].Load()&^tagMask != node; {
+			s = (s + 1) & t.mask
 		}
-		if p.Load() == node {
-			p.Store(f.next[dir].Load())
-		}
+		t.erase(s)
 	}
 	f.state.Store(uint64(f.seq()+1) << 32)
-	f.next[0].Store(t.free)
-	f.next[1].Store(0)
+	f.created = t.free
 	t.free = i
+}
+
+// erase empties index slot s and closes the gap: each entry after it in
+// the run that would no longer be found from its home moves back into the
+// hole. An entry is written at its new place before its old one is
+// cleared, so a concurrent lookup may miss it but never finds a wrong one.
+func (t *table) erase(s uint64) {
+	for j := s; ; {
+		j = (j + 1) & t.mask
+		e := t.index[j].Load()
+		if e == 0 {
+			t.index[s].Store(0)
+			return
+		}
+		// The entry stays when its home lies cyclically in (s, j].
+		if home := e >> t.shift; (j-home)&t.mask < (j-s)&t.mask {
+			continue
+		}
+		t.index[s].Store(e)
+		s = j
+	}
 }

@@ -292,3 +292,71 @@ func TestEstablishedTranslationAllocatesNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestIndexSurvivesChurn links and unlinks flows at random in a small table,
+// where probe runs are long and deletions shift entries, and checks after
+// every step that each live key is found, locked and lock-free, and each
+// removed one is not.
+func TestIndexSurvivesChurn(t *testing.T) {
+	const maxFlows = 16
+	tb := newTable(maxFlows, 7)
+	rng := rand.New(rand.NewPCG(3, 4))
+	live := map[uint32]bool{}
+	var gone []key
+	for step := range 20000 {
+		if len(live) < maxFlows && (len(live) == 0 || rng.IntN(2) == 0) {
+			c := flow{
+				local: pod(rng.IntN(8)), lport: uint16(rng.IntN(8)),
+				remote: [16]byte{242, 2, 0, byte(rng.IntN(4))}, rport: 443,
+				global: [16]byte{242, 1, 0, 1}, gport: uint16(rng.IntN(8)), proto: tcp,
+			}
+			ek, ik := c.key(dirEgress), c.key(dirIngress)
+			if i, _ := tb.find(&ek); i != 0 {
+				continue
+			}
+			if i, _ := tb.find(&ik); i != 0 {
+				continue
+			}
+			i := tb.alloc()
+			f := tb.flow(i)
+			f.local, f.global, f.remote = c.local, c.global, c.remote
+			f.lport, f.gport, f.rport, f.proto = c.lport, c.gport, c.rport, c.proto
+			tb.link(i, uint32(StateSynSent))
+			live[i] = true
+		} else {
+			for i := range live {
+				f := tb.flow(i)
+				gone = append(gone[:0], f.key(dirEgress), f.key(dirIngress))
+				tb.unlink(i)
+				delete(live, i)
+				break
+			}
+		}
+		entries := 0
+		for s := range tb.index {
+			if tb.index[s].Load() != 0 {
+				entries++
+			}
+		}
+		if entries != 2*len(live) {
+			t.Fatalf("step %d: %d index entries for %d flows", step, entries, len(live))
+		}
+		for i := range live {
+			for dir := uint32(0); dir < 2; dir++ {
+				k := tb.flow(i).key(dir)
+				var v view
+				if gi, gd := tb.find(&k); gi != i || gd != dir {
+					t.Fatalf("step %d: find(flow %d, dir %d) = %d, %d", step, i, dir, gi, gd)
+				}
+				if !tb.lookup(&k, &v) || v.idx != i || v.dir != dir {
+					t.Fatalf("step %d: lookup missed flow %d, dir %d", step, i, dir)
+				}
+			}
+		}
+		for _, k := range gone {
+			if i, _ := tb.find(&k); i != 0 && !live[i] {
+				t.Fatalf("step %d: a removed key still finds flow %d", step, i)
+			}
+		}
+	}
+}

@@ -1,6 +1,9 @@
 package packet
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"math/bits"
+)
 
 // The rewrite functions change one address or port of the packet b in place,
 // p being b's Decode or DecodeInner result, and keep every checksum that
@@ -99,9 +102,12 @@ func set(b []byte, p *Parsed, off int, a *[16]byte, field int, port uint16) bool
 		if n == 4 {
 			ip = uint64(^binary.BigEndian.Uint32(old)) + uint64(binary.BigEndian.Uint32(a[:]))
 		} else {
-			for i := 0; i < n; i += 4 {
-				ip += uint64(^binary.BigEndian.Uint32(old[i:])) + uint64(binary.BigEndian.Uint32(a[i:]))
-			}
+			// Two 64-bit words with end-around carry (see sum).
+			var cy uint64
+			ip, cy = bits.Add64(^binary.BigEndian.Uint64(old[:8]), binary.BigEndian.Uint64(a[:8]), 0)
+			ip, cy = bits.Add64(ip, ^binary.BigEndian.Uint64(old[8:16]), cy)
+			ip, cy = bits.Add64(ip, binary.BigEndian.Uint64(a[8:]), cy)
+			ip = uint64(fold(ip)) + cy
 		}
 		copy(old, a[:n])
 		if p.Version == 4 {
