@@ -10,6 +10,11 @@ STATICCHECK_VERSION := v0.8.2
 # exceeded" (go.dev/issue/75804); a count has no deadline to race.
 FUZZTIME ?= 20000x
 TRANSPORT ?= wireguard
+# The API server the control-plane tests run against, built from the Go
+# module proxy (controller/kubelocal/build-kube-apiserver) and cached.
+KUBE_VERSION := v1.37.2
+KUBE_APISERVER := $(TOOLS)/kube-apiserver-$(KUBE_VERSION)
+export SNORKEL_KUBE_APISERVER := $(KUBE_APISERVER)
 export PATH := $(TOOLS):$(PATH)
 
 .PHONY: help build test lint unit fuzz bench perf lab tools clean
@@ -48,7 +53,7 @@ perf: build tools ## throughput: Snorkel's transports against plain wireguard-go
 lab: build ## the two-cluster lab: up, demo, down (root); TRANSPORT=wireguard|vxlan
 	$(BIN)/snorkel lab run --transport $(TRANSPORT)
 
-tools: $(TOOLS)/staticcheck $(TOOLS)/wireguard-go ## build the tools the tests use, cached in .cache/bin
+tools: $(TOOLS)/staticcheck $(TOOLS)/wireguard-go $(KUBE_APISERVER) ## build the tools the tests use, cached in .cache/bin
 
 $(TOOLS)/staticcheck:
 	GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
@@ -57,6 +62,10 @@ $(TOOLS)/staticcheck:
 # the version is the one go.mod pins for the wireguard transport.
 $(TOOLS)/wireguard-go: go.mod
 	$(GO) build -o $@ golang.zx2c4.com/wireguard
+
+# About ten minutes on two cores the first time; the version is in the name.
+$(KUBE_APISERVER):
+	KUBE_VERSION=$(KUBE_VERSION) nice controller/kubelocal/build-kube-apiserver $@ $(CACHE)/kube-build
 
 clean: ## remove build outputs and the tool cache
 	rm -rf $(BIN) $(CACHE)
