@@ -68,7 +68,7 @@ func usage() {
 	var b strings.Builder
 	b.WriteString("usage: snorkel COMMAND [flags]\n\ncommands:\n")
 	for _, n := range names {
-		fmt.Fprintf(&b, "  %-10s %s\n", n, commands[n].usage)
+		fmt.Fprintf(&b, "  %-14s %s\n", n, commands[n].usage)
 	}
 	fmt.Fprint(os.Stderr, b.String())
 }

@@ -1,0 +1,147 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// AgentConfig is what a member cluster's agent needs: who it is, how to
+// reach the broker, and how its gateway connects. Join writes it to the
+// Secret AgentSecretName in AgentNamespace; LoadAgentConfig reads it.
+type AgentConfig struct {
+	ClusterID       string
+	BrokerURL       string
+	BrokerNamespace string
+	BrokerToken     string
+	// BrokerCA is the PEM certificate the broker's serving certificate
+	// chains to; empty means the system's roots.
+	BrokerCA []byte
+	// PSK is the clusterset's pre-shared key as Submariner's gateways use
+	// it: the base64 of the broker's random key bytes.
+	PSK string
+	// CableDriver is one of CableDrivers.
+	CableDriver  string
+	ClusterCIDRs []string
+	ServiceCIDRs []string
+	// GlobalCIDR is the cluster's global CIDR; empty without Globalnet.
+	GlobalCIDR       string
+	ServiceDiscovery bool
+}
+
+// Keys of the agent Secret's data.
+const (
+	agentClusterIDKey        = "clusterID"
+	agentBrokerURLKey        = "brokerURL"
+	agentBrokerNamespaceKey  = "brokerNamespace"
+	agentBrokerTokenKey      = "brokerToken"
+	agentBrokerCAKey         = "brokerCA"
+	agentPSKKey              = "psk"
+	agentCableDriverKey      = "cableDriver"
+	agentClusterCIDRsKey     = "clusterCIDRs"
+	agentServiceCIDRsKey     = "serviceCIDRs"
+	agentGlobalCIDRKey       = "globalCIDR"
+	agentServiceDiscoveryKey = "serviceDiscovery"
+)
+
+// BrokerConfig is a client configuration for the broker with the agent's
+// credentials.
+func (c *AgentConfig) BrokerConfig() *rest.Config {
+	return brokerRESTConfig(c.BrokerURL, c.BrokerToken, c.BrokerCA)
+}
+
+// secretData encodes c as the agent Secret's data; lists are
+// comma-separated.
+func (c *AgentConfig) secretData() map[string][]byte {
+	return map[string][]byte{
+		agentClusterIDKey:        []byte(c.ClusterID),
+		agentBrokerURLKey:        []byte(c.BrokerURL),
+		agentBrokerNamespaceKey:  []byte(c.BrokerNamespace),
+		agentBrokerTokenKey:      []byte(c.BrokerToken),
+		agentBrokerCAKey:         c.BrokerCA,
+		agentPSKKey:              []byte(c.PSK),
+		agentCableDriverKey:      []byte(c.CableDriver),
+		agentClusterCIDRsKey:     []byte(strings.Join(c.ClusterCIDRs, ",")),
+		agentServiceCIDRsKey:     []byte(strings.Join(c.ServiceCIDRs, ",")),
+		agentGlobalCIDRKey:       []byte(c.GlobalCIDR),
+		agentServiceDiscoveryKey: []byte(strconv.FormatBool(c.ServiceDiscovery)),
+	}
+}
+
+// LoadAgentConfig reads the agent configuration from the Secret
+// AgentSecretName in namespace and checks it.
+func LoadAgentConfig(ctx context.Context, kc kubernetes.Interface, namespace string) (*AgentConfig, error) {
+	s, err := kc.CoreV1().Secrets(namespace).Get(ctx, AgentSecretName, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("agent configuration: Secret %s/%s: %w; run `snorkel join` for this cluster", namespace, AgentSecretName, err)
+	}
+	c, err := agentConfigFromSecret(s)
+	if err != nil {
+		return nil, fmt.Errorf("agent configuration: Secret %s/%s: %w; run `snorkel join` for this cluster again", namespace, AgentSecretName, err)
+	}
+	return c, nil
+}
+
+func agentConfigFromSecret(s *corev1.Secret) (*AgentConfig, error) {
+	str := func(k string) string { return strings.TrimSpace(string(s.Data[k])) }
+	list := func(k string) []string {
+		var out []string
+		for _, v := range strings.Split(str(k), ",") {
+			if v = strings.TrimSpace(v); v != "" {
+				out = append(out, v)
+			}
+		}
+		return out
+	}
+	c := &AgentConfig{
+		ClusterID:       str(agentClusterIDKey),
+		BrokerURL:       str(agentBrokerURLKey),
+		BrokerNamespace: str(agentBrokerNamespaceKey),
+		BrokerToken:     str(agentBrokerTokenKey),
+		BrokerCA:        s.Data[agentBrokerCAKey],
+		PSK:             str(agentPSKKey),
+		CableDriver:     str(agentCableDriverKey),
+		ClusterCIDRs:    list(agentClusterCIDRsKey),
+		ServiceCIDRs:    list(agentServiceCIDRsKey),
+		GlobalCIDR:      str(agentGlobalCIDRKey),
+	}
+	var errs []error
+	if v := str(agentServiceDiscoveryKey); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("data %q: %q is not true or false", agentServiceDiscoveryKey, v))
+		}
+		c.ServiceDiscovery = b
+	}
+	for _, k := range []string{agentClusterIDKey, agentBrokerURLKey, agentBrokerNamespaceKey, agentBrokerTokenKey} {
+		if str(k) == "" {
+			errs = append(errs, fmt.Errorf("data %q is missing", k))
+		}
+	}
+	if c.ClusterID != "" {
+		if err := ValidateClusterID(c.ClusterID); err != nil {
+			errs = append(errs, fmt.Errorf("data %q: %w", agentClusterIDKey, err))
+		}
+	}
+	if d, err := NormalizeCableDriver(c.CableDriver); err != nil {
+		errs = append(errs, fmt.Errorf("data %q: %w", agentCableDriverKey, err))
+	} else {
+		c.CableDriver = d
+	}
+	for _, k := range []string{agentClusterCIDRsKey, agentServiceCIDRsKey, agentGlobalCIDRKey} {
+		if _, err := parseCIDRs("data "+strconv.Quote(k), list(k)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return c, nil
+}

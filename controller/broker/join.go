@@ -1,0 +1,368 @@
+package broker
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1apply "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
+
+	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
+	"github.com/snorkel-net/snorkel/deploy"
+)
+
+// ClusterUIDAnnotation, on a Cluster object in the broker namespace,
+// records the UID of the kube-system namespace of the cluster that joined
+// under that ID: another cluster cannot take the ID, the same one can join
+// again.
+const ClusterUIDAnnotation = "snorkel.io/kube-system-uid"
+
+// ClusterIDLabel labels the broker's objects of one cluster, as
+// Submariner's syncer does.
+const ClusterIDLabel = "submariner-io/clusterID"
+
+// JoinOptions configures Join; each field is the `snorkel join` flag of
+// the same meaning.
+type JoinOptions struct {
+	// ClusterID names the cluster in the clusterset (--clusterid).
+	ClusterID string
+	// GlobalCIDR asks for this global CIDR under Globalnet
+	// (--globalnet-cidr); default the first free block.
+	GlobalCIDR string
+	// CableDriver is the gateway's transport (--cable-driver); default
+	// DefaultCableDriver.
+	CableDriver string
+	// ClusterCIDRs and ServiceCIDRs are the cluster's Pod and Service
+	// CIDRs (--clustercidr, --servicecidr); default what the cluster
+	// tells.
+	ClusterCIDRs []string
+	ServiceCIDRs []string
+}
+
+// Join makes the cluster member reaches a member of the clusterset info
+// describes: it registers a Cluster object with the broker (with only the
+// broker token info carries), records the cluster's global CIDR if the
+// broker has Globalnet on, and installs into the member the CRDs, the agent
+// ServiceAccount with least-privilege RBAC, and the agent configuration
+// (returned). Joining again with the same ID is idempotent; an ID another
+// cluster holds is refused.
+func Join(ctx context.Context, member *rest.Config, info *Info, o JoinOptions) (*AgentConfig, error) {
+	if err := info.Validate(); err != nil {
+		return nil, err
+	}
+	req, err := o.parse()
+	if err != nil {
+		return nil, err
+	}
+	mkc, err := kubernetes.NewForConfig(member)
+	if err != nil {
+		return nil, err
+	}
+	ks, err := mkc.CoreV1().Namespaces().Get(ctx, metav1.NamespaceSystem, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("reading this cluster's identity (namespace kube-system): %w", err)
+	}
+	if req.pods, req.svcs, err = memberCIDRs(ctx, mkc, req.pods, req.svcs); err != nil {
+		return nil, err
+	}
+	bcfg, err := connectBroker(ctx, info)
+	if err != nil {
+		return nil, err
+	}
+	spec, err := register(ctx, bcfg, info.Namespace(), string(ks.UID), req)
+	if err != nil {
+		return nil, err
+	}
+	cfg := &AgentConfig{
+		ClusterID:        spec.ClusterID,
+		BrokerURL:        bcfg.Host,
+		BrokerNamespace:  info.Namespace(),
+		BrokerToken:      bcfg.BearerToken,
+		BrokerCA:         bcfg.CAData,
+		PSK:              info.PSK(),
+		CableDriver:      req.driver,
+		ClusterCIDRs:     spec.ClusterCIDR,
+		ServiceCIDRs:     spec.ServiceCIDR,
+		ServiceDiscovery: info.IsServiceDiscoveryEnabled(),
+	}
+	if len(spec.GlobalCIDR) > 0 {
+		cfg.GlobalCIDR = spec.GlobalCIDR[0]
+	}
+	if err := installAgent(ctx, member, mkc, cfg); err != nil {
+		return nil, fmt.Errorf("cluster %q is registered with the broker, but installing its agent failed: %w; run the join again", spec.ClusterID, err)
+	}
+	return cfg, nil
+}
+
+// joinRequest is JoinOptions checked and parsed.
+type joinRequest struct {
+	id, driver string
+	pods, svcs []netip.Prefix
+	// global is the requested global CIDR; invalid if none.
+	global netip.Prefix
+}
+
+func (o JoinOptions) parse() (*joinRequest, error) {
+	if err := ValidateClusterID(o.ClusterID); err != nil {
+		return nil, err
+	}
+	r := &joinRequest{id: o.ClusterID}
+	var err error
+	if r.driver, err = NormalizeCableDriver(o.CableDriver); err != nil {
+		return nil, err
+	}
+	if r.pods, err = parseCIDRs("--clustercidr", o.ClusterCIDRs); err != nil {
+		return nil, err
+	}
+	if r.svcs, err = parseCIDRs("--servicecidr", o.ServiceCIDRs); err != nil {
+		return nil, err
+	}
+	if o.GlobalCIDR != "" {
+		if r.global, err = netip.ParsePrefix(strings.TrimSpace(o.GlobalCIDR)); err != nil {
+			return nil, fmt.Errorf("--globalnet-cidr %q is not a CIDR: give one such as 242.1.0.0/16", o.GlobalCIDR)
+		}
+	}
+	return r, nil
+}
+
+// register records the cluster with the broker: its global CIDR if the
+// broker has Globalnet on, and its Cluster object, owned by uid. It
+// returns the Cluster's spec.
+//
+// The ID is checked before the Globalnet record is made, so that a taken
+// ID costs no global CIDR; the Cluster is written after it, so that the
+// other clusters never see it without its global CIDR. Two clusters racing
+// for one ID share its record, and one of them is refused when it writes
+// the Cluster.
+func register(ctx context.Context, bcfg *rest.Config, ns, uid string, req *joinRequest) (submv1.ClusterSpec, error) {
+	spec := submv1.ClusterSpec{
+		ClusterID:   req.id,
+		ClusterCIDR: prefixStrings(req.pods),
+		ServiceCIDR: prefixStrings(req.svcs),
+		GlobalCIDR:  []string{},
+	}
+	bkc, err := kubernetes.NewForConfig(bcfg)
+	if err != nil {
+		return spec, err
+	}
+	bdc, err := dynamic.NewForConfig(bcfg)
+	if err != nil {
+		return spec, err
+	}
+	g, _, err := readGlobalnet(ctx, bkc, ns)
+	if err != nil {
+		return spec, err
+	}
+	if err := precheckGlobalCIDR(g, req.id, req.global); err != nil {
+		return spec, err
+	}
+	clusters := bdc.Resource(submv1.ClusterResource).Namespace(ns)
+	if err := checkClusterIDFree(ctx, clusters, req.id, uid); err != nil {
+		return spec, err
+	}
+	if g.Enabled {
+		got, err := recordGlobalCIDR(ctx, bkc, ns, req.id, req.global)
+		if errors.Is(err, errGlobalnetOff) {
+			err = errors.New("the broker's Globalnet was turned off while this cluster joined; join again")
+		}
+		if err != nil {
+			return spec, err
+		}
+		spec.GlobalCIDR = []string{got.String()}
+	}
+	return spec, writeCluster(ctx, clusters, uid, spec)
+}
+
+// precheckGlobalCIDR refuses a requested global CIDR before anything is
+// written; recordGlobalCIDR checks again against the latest records.
+func precheckGlobalCIDR(g *globalnetInfo, clusterID string, want netip.Prefix) error {
+	if !want.IsValid() {
+		return nil
+	}
+	if !g.Enabled {
+		return fmt.Errorf("--globalnet-cidr %s: the broker has Globalnet off; leave the flag out, or deploy the broker with --globalnet", want)
+	}
+	if have, held := g.lookup(clusterID); held {
+		if have != want {
+			return fmt.Errorf("--globalnet-cidr %s: cluster %q already holds global CIDR %s; leave the flag out to keep it, or make the cluster leave the clusterset first", want, clusterID, have)
+		}
+		return nil
+	}
+	return checkRequestedGlobalCIDR(g, clusterID, want)
+}
+
+// memberCIDRs completes the Pod and Service CIDRs the flags gave with what
+// the cluster tells.
+func memberCIDRs(ctx context.Context, kc kubernetes.Interface, pods, svcs []netip.Prefix) ([]netip.Prefix, []netip.Prefix, error) {
+	var errs []error
+	if len(pods) == 0 {
+		found, why := discoverPodCIDRs(ctx, kc)
+		p, err := parseCIDRs("the cluster's Pod CIDR", found)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("%w; pass --clustercidr", err))
+		case len(p) == 0:
+			errs = append(errs, fmt.Errorf("cannot tell this cluster's Pod CIDR (%s): pass --clustercidr", why))
+		}
+		pods = p
+	}
+	if len(svcs) == 0 {
+		found, why := discoverServiceCIDRs(ctx, kc)
+		p, err := parseCIDRs("the cluster's Service CIDR", found)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("%w; pass --servicecidr", err))
+		case len(p) == 0:
+			errs = append(errs, fmt.Errorf("cannot tell this cluster's Service CIDR (%s): pass --servicecidr", why))
+		}
+		svcs = p
+	}
+	return pods, svcs, errors.Join(errs...)
+}
+
+// connectBroker checks that info's token is accepted and returns the
+// configuration that works: trusting info's CA, or, if the broker's
+// certificate is signed by another (a public CA), the system's roots.
+func connectBroker(ctx context.Context, info *Info) (*rest.Config, error) {
+	cfg := info.RESTConfig()
+	err := probeBroker(ctx, cfg, info.Namespace())
+	if err != nil && len(cfg.CAData) > 0 && isUnknownAuthority(err) {
+		system := brokerRESTConfig(info.BrokerURL, info.Token(), nil)
+		if probeBroker(ctx, system, info.Namespace()) == nil {
+			return system, nil
+		}
+	}
+	switch {
+	case err == nil:
+		return cfg, nil
+	case apierrors.IsUnauthorized(err):
+		return nil, fmt.Errorf("the broker at %s refused the token of the broker-info file (expired, or its ServiceAccount was deleted): run `snorkel deploy-broker` again for a new file: %w", info.BrokerURL, err)
+	case apierrors.IsForbidden(err):
+		return nil, fmt.Errorf("the broker-info file's token may not read Clusters in namespace %q of the broker at %s: run `snorkel deploy-broker` again to restore its Role: %w", info.Namespace(), info.BrokerURL, err)
+	default:
+		return nil, fmt.Errorf("cannot reach the broker at %s (brokerURL in the broker-info file): %w", info.BrokerURL, err)
+	}
+}
+
+func probeBroker(ctx context.Context, cfg *rest.Config, ns string) error {
+	dc, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	_, err = dc.Resource(submv1.ClusterResource).Namespace(ns).List(ctx, metav1.ListOptions{Limit: 1})
+	return err
+}
+
+func isUnknownAuthority(err error) bool {
+	var ua x509.UnknownAuthorityError
+	return errors.As(err, &ua)
+}
+
+// checkClusterIDFree refuses a cluster ID whose Cluster object on the
+// broker belongs to another cluster than the one whose kube-system UID is
+// uid.
+func checkClusterIDFree(ctx context.Context, clusters dynamic.ResourceInterface, id, uid string) error {
+	u, err := clusters.Get(ctx, id, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("reading Cluster %q on the broker: %w", id, err)
+	}
+	return checkOwner(u.GetAnnotations(), id, uid)
+}
+
+func checkOwner(annotations map[string]string, clusterID, uid string) error {
+	owner, ok := annotations[ClusterUIDAnnotation]
+	switch {
+	case !ok:
+		return fmt.Errorf("--clusterid %q is taken: the broker has a Cluster of that name that no `snorkel join` registered; choose another ID, or remove that Cluster from the broker if its cluster is gone", clusterID)
+	case owner != uid:
+		return fmt.Errorf("--clusterid %q is taken by another cluster (kube-system UID %s; this cluster's is %s): choose another ID", clusterID, owner, uid)
+	}
+	return nil
+}
+
+// writeCluster creates the cluster's Cluster object on the broker with
+// spec, recording uid as its owner, or updates the one uid owns.
+func writeCluster(ctx context.Context, clusters dynamic.ResourceInterface, uid string, spec submv1.ClusterSpec) error {
+	err := retry.RetryOnConflict(conflictBackoff, func() error {
+		u, err := clusters.Get(ctx, spec.ClusterID, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			obj, err := submv1.ToUnstructured(&submv1.Cluster{
+				ObjectMeta: metav1.ObjectMeta{
+					Name:        spec.ClusterID,
+					Labels:      map[string]string{ClusterIDLabel: spec.ClusterID},
+					Annotations: map[string]string{ClusterUIDAnnotation: uid},
+				},
+				Spec: spec,
+			}, "Cluster")
+			if err != nil {
+				return err
+			}
+			_, err = clusters.Create(ctx, obj, metav1.CreateOptions{FieldManager: deploy.FieldManager})
+			if apierrors.IsAlreadyExists(err) {
+				// Lost a race: read the winner's and check it as a conflict.
+				return apierrors.NewConflict(submv1.ClusterResource.GroupResource(), spec.ClusterID, err)
+			}
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		if err := checkOwner(u.GetAnnotations(), spec.ClusterID, uid); err != nil {
+			return err
+		}
+		c, err := submv1.FromUnstructured[submv1.Cluster](u)
+		if err != nil {
+			return err
+		}
+		c.Spec = spec
+		if c.Labels == nil {
+			c.Labels = map[string]string{}
+		}
+		c.Labels[ClusterIDLabel] = spec.ClusterID
+		obj, err := submv1.ToUnstructured(c, "Cluster")
+		if err != nil {
+			return err
+		}
+		_, err = clusters.Update(ctx, obj, metav1.UpdateOptions{FieldManager: deploy.FieldManager})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("registering Cluster %q with the broker: %w", spec.ClusterID, err)
+	}
+	return nil
+}
+
+// installAgent installs into the member cluster the CRDs, the agent's
+// namespace, ServiceAccount and RBAC, and its configuration Secret.
+func installAgent(ctx context.Context, member *rest.Config, kc kubernetes.Interface, cfg *AgentConfig) error {
+	if err := deploy.ApplyCRDs(ctx, member, false); err != nil {
+		return err
+	}
+	if err := applyNamespace(ctx, kc, AgentNamespace); err != nil {
+		return err
+	}
+	if err := applyNamespacedAccess(ctx, kc, AgentNamespace, AgentServiceAccount, agentNamespaceRules()); err != nil {
+		return err
+	}
+	if err := applyClusterAccess(ctx, kc, AgentNamespace, AgentServiceAccount, agentClusterRules()); err != nil {
+		return err
+	}
+	s := corev1apply.Secret(AgentSecretName, AgentNamespace).WithType(corev1.SecretTypeOpaque).WithData(cfg.secretData())
+	if _, err := kc.CoreV1().Secrets(AgentNamespace).Apply(ctx, s, applyOpts); err != nil {
+		return fmt.Errorf("the agent Secret %s/%s: %w", AgentNamespace, AgentSecretName, err)
+	}
+	return nil
+}

@@ -1,0 +1,101 @@
+package broker
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Cable drivers: the transports a gateway can use.
+const (
+	CableDriverWireGuard = "wireguard"
+	CableDriverESP       = "esp"
+	CableDriverVXLAN     = "vxlan"
+	// DefaultCableDriver is IPsec, as Submariner's default (libreswan).
+	DefaultCableDriver = CableDriverESP
+)
+
+// CableDrivers lists the valid cable drivers.
+var CableDrivers = []string{CableDriverWireGuard, CableDriverESP, CableDriverVXLAN}
+
+// ValidateClusterID checks that id is a DNS-1123 label, as a cluster ID
+// must be.
+func ValidateClusterID(id string) error {
+	if id == "" {
+		return fmt.Errorf("--clusterid is required: name this cluster in the clusterset with a DNS-1123 label, e.g. %q", "cluster-a")
+	}
+	if errs := validation.IsDNS1123Label(id); len(errs) > 0 {
+		return fmt.Errorf("--clusterid %q is not a valid cluster ID: use at most 63 characters, lower-case letters, digits and '-', starting and ending with a letter or digit (a DNS-1123 label), e.g. %q",
+			id, suggestClusterID(id))
+	}
+	return nil
+}
+
+// suggestClusterID turns id into a valid cluster ID, as an example for the
+// error message.
+func suggestClusterID(id string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(id) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('-')
+		}
+	}
+	s := strings.Trim(b.String(), "-")
+	if len(s) > validation.DNS1123LabelMaxLength {
+		s = strings.TrimRight(s[:validation.DNS1123LabelMaxLength], "-")
+	}
+	if s == "" {
+		return "cluster-a"
+	}
+	return s
+}
+
+// NormalizeCableDriver checks a cable driver and returns its canonical
+// name; empty means DefaultCableDriver, and Submariner's "libreswan" is
+// the esp driver.
+func NormalizeCableDriver(d string) (string, error) {
+	switch d = strings.ToLower(strings.TrimSpace(d)); d {
+	case "":
+		return DefaultCableDriver, nil
+	case "libreswan":
+		return CableDriverESP, nil
+	}
+	if !slices.Contains(CableDrivers, d) {
+		return "", fmt.Errorf("--cable-driver %q is unknown: use one of %s (esp is IPsec, as Submariner's libreswan)", d, strings.Join(CableDrivers, ", "))
+	}
+	return d, nil
+}
+
+// parseCIDRs parses a flag's CIDRs, each a network address.
+func parseCIDRs(flag string, cidrs []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range cidrs {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return nil, fmt.Errorf("%s %q is not a CIDR: give one such as 10.8.0.0/16", flag, s)
+		}
+		if p != p.Masked() {
+			return nil, fmt.Errorf("%s %q is not a network address: did you mean %s?", flag, s, p.Masked())
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func prefixStrings(ps []netip.Prefix) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.String()
+	}
+	return out
+}
