@@ -73,7 +73,7 @@ func agentClusterRules() []*rbacv1apply.PolicyRuleApplyConfiguration {
 		rule(discoveryv1.GroupName, []string{"endpointslices"}, writeVerbs),
 		rule(mcsv1a1.GroupName, []string{"serviceimports"}, writeVerbs),
 		rule(mcsv1a1.GroupName, []string{"serviceexports"}, readVerbs),
-		rule(mcsv1a1.GroupName, []string{"serviceexports/status"}, []string{"get", "update", "patch"}),
+		rule(mcsv1a1.GroupName, []string{"serviceexports/status", "serviceimports/status"}, []string{"get", "update", "patch"}),
 		rule(submv1.Group, globalnet, writeVerbs),
 		rule(submv1.Group, status, []string{"get", "update", "patch"}),
 	}
