@@ -1,0 +1,270 @@
+package agent
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
+	"github.com/snorkel-net/snorkel/controller/broker"
+	"github.com/snorkel-net/snorkel/gateway"
+)
+
+// Dataplane is the gateway the agent configures.
+type Dataplane interface {
+	// Apply makes the gateway match cfg: the local cluster and transport
+	// and the remotes. A cfg without remotes means there is nobody to
+	// connect to (or this gateway is no longer the active one).
+	Apply(ctx context.Context, cfg gateway.Config) error
+	// Status reports each remote's connection: status, message, RTT.
+	Status() []RemoteStatus
+}
+
+// RemoteStatus is the state of the connection to one remote cluster.
+type RemoteStatus struct {
+	// ID is the remote cluster's ID, as in gateway.Remote.ID.
+	ID      string
+	Status  submv1.ConnectionStatus
+	Message string
+	// RTT is nil until a round trip has been measured.
+	RTT *RTT
+}
+
+// RTT summarises the round-trip times measured through a connection.
+type RTT struct {
+	Last, Min, Average, Max, StdDev time.Duration
+}
+
+// Election tunes the leader election. Zero fields take the defaults, which
+// hand over within a few seconds.
+type Election struct {
+	// LeaseName names the Lease in Config.Namespace; default
+	// DefaultLeaseName.
+	LeaseName string
+	// LeaseDuration is how long a lease the active gateway stopped
+	// renewing blocks the others; RenewDeadline how long the active one
+	// keeps trying to renew before it steps down; RetryPeriod how often
+	// every candidate tries. LeaseDuration > RenewDeadline >
+	// 1.2 × RetryPeriod.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+}
+
+// Defaults of Config.
+const (
+	DefaultLeaseName      = "snorkel-gateway"
+	DefaultLeaseDuration  = 6 * time.Second
+	DefaultRenewDeadline  = 4 * time.Second
+	DefaultRetryPeriod    = 1 * time.Second
+	DefaultStatusInterval = 5 * time.Second
+	DefaultResyncPeriod   = 30 * time.Second
+)
+
+// Keys of an Endpoint's backend_config, as Submariner's cable drivers name
+// them.
+const (
+	// BackendConfigPublicKey holds a WireGuard gateway's public key.
+	BackendConfigPublicKey = "publicKey"
+	// BackendConfigUDPPort holds the gateway's UDP port.
+	BackendConfigUDPPort = "udp-port"
+)
+
+// Config configures an Agent.
+type Config struct {
+	// Member is this cluster's agent configuration, as `snorkel join`
+	// recorded it (broker.LoadAgentConfig).
+	Member *broker.AgentConfig
+	// LocalConfig reaches this cluster's API server; Local is a client of
+	// the same server (made from LocalConfig when nil).
+	Local       kubernetes.Interface
+	LocalConfig *rest.Config
+	// Namespace holds the Lease, the Gateway objects and the local copy
+	// of the Endpoint; default broker.AgentNamespace.
+	Namespace string
+	// Identity names this gateway among the cluster's: its Lease holder
+	// identity and its Gateway object; default the host name.
+	Identity string
+	// Hostname is the node's name in the Endpoint; default Identity.
+	Hostname string
+	// PrivateIP is this gateway's underlay address inside its network;
+	// PublicIP, if set, the address other clusters reach it at across
+	// NAT. Remotes connect to PublicIP when set, else to PrivateIP.
+	PrivateIP, PublicIP string
+	// Port is the gateway's UDP port; default gateway.DefaultPort.
+	Port int
+	// HealthCheckIP is the gateway's address on its TUN device, which
+	// other gateways probe; it becomes the TUN address when Gateway.TUN
+	// has none.
+	HealthCheckIP string
+	// BackendConfig is published in the Endpoint's backend_config; the
+	// wireguard cable driver needs BackendConfigPublicKey. The agent adds
+	// BackendConfigUDPPort.
+	BackendConfig map[string]string
+	// Gateway holds the gateway settings the agent does not decide: TUN,
+	// underlay MTU, metrics address, the transport's bind address and
+	// local key file, ESP proposals, Globalnet's supernet and table size.
+	// The agent fills in the cluster, the transport type, port and PSK,
+	// Globalnet's global CIDR and the remotes.
+	Gateway gateway.Config
+	// Dataplane receives every configuration the active gateway builds.
+	Dataplane Dataplane
+	// OnActive run while this gateway is the active one, each with a
+	// context that ends when leadership is lost. One that fails is
+	// started again after a pause.
+	OnActive []func(ctx context.Context) error
+	Election Election
+	// StatusInterval is how often the Gateway status is written; default
+	// DefaultStatusInterval.
+	StatusInterval time.Duration
+	// ResyncPeriod is how often the active gateway checks its published
+	// objects against the API servers; default DefaultResyncPeriod.
+	ResyncPeriod time.Duration
+	// Version is reported in the Gateway status.
+	Version string
+	// Logger receives the agent's logs; default slog.Default().
+	Logger *slog.Logger
+}
+
+// applyDefaults fills the zero fields of c.
+func (c *Config) applyDefaults() {
+	if c.Namespace == "" {
+		c.Namespace = broker.AgentNamespace
+	}
+	if c.Identity == "" {
+		c.Identity, _ = os.Hostname()
+	}
+	if c.Hostname == "" {
+		c.Hostname = c.Identity
+	}
+	if c.Port == 0 {
+		c.Port = gateway.DefaultPort
+	}
+	e := &c.Election
+	if e.LeaseName == "" {
+		e.LeaseName = DefaultLeaseName
+	}
+	if e.LeaseDuration == 0 {
+		e.LeaseDuration = DefaultLeaseDuration
+	}
+	if e.RenewDeadline == 0 {
+		e.RenewDeadline = DefaultRenewDeadline
+	}
+	if e.RetryPeriod == 0 {
+		e.RetryPeriod = DefaultRetryPeriod
+	}
+	if c.StatusInterval == 0 {
+		c.StatusInterval = DefaultStatusInterval
+	}
+	if c.ResyncPeriod == 0 {
+		c.ResyncPeriod = DefaultResyncPeriod
+	}
+	if c.Version == "" {
+		c.Version = "dev"
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// validate checks c after applyDefaults, naming each bad field and the fix.
+// It normalises Member.CableDriver.
+func (c *Config) validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("agent: "+format, args...)) }
+
+	if m := c.Member; m == nil {
+		bad("Config.Member is nil; load the agent configuration with broker.LoadAgentConfig (`snorkel join` writes it)")
+	} else {
+		if err := broker.ValidateClusterID(m.ClusterID); err != nil {
+			bad("Config.Member.ClusterID %q is not a cluster ID; run `snorkel join` again", m.ClusterID)
+		}
+		if m.BrokerURL == "" || m.BrokerNamespace == "" || m.BrokerToken == "" {
+			bad("Config.Member lacks the broker's URL, namespace or token; run `snorkel join` again")
+		}
+		if d, err := broker.NormalizeCableDriver(m.CableDriver); err != nil {
+			bad("Config.Member.CableDriver: %v", err)
+		} else {
+			m.CableDriver = d
+		}
+		if len(m.ClusterCIDRs) == 0 || len(m.ServiceCIDRs) == 0 {
+			bad("Config.Member has no Pod or Service CIDRs; run `snorkel join` again with --clustercidr and --servicecidr")
+		}
+		for _, s := range append(append([]string(nil), m.ClusterCIDRs...), m.ServiceCIDRs...) {
+			if _, err := netip.ParsePrefix(s); err != nil {
+				bad("Config.Member: CIDR %q is not a CIDR; run `snorkel join` again", s)
+			}
+		}
+		if m.GlobalCIDR != "" {
+			if p, err := netip.ParsePrefix(m.GlobalCIDR); err != nil || !p.Addr().Is4() {
+				bad("Config.Member.GlobalCIDR %q is not an IPv4 CIDR; run `snorkel join` again", m.GlobalCIDR)
+			}
+		}
+		if m.CableDriver == broker.CableDriverWireGuard && !isWireGuardKey(c.BackendConfig[BackendConfigPublicKey]) {
+			bad("Config.BackendConfig[%q] is %q; the wireguard cable driver needs the gateway's public key there (base64, 44 characters; `snorkel pubkey < KEYFILE`)",
+				BackendConfigPublicKey, c.BackendConfig[BackendConfigPublicKey])
+		}
+		if m.CableDriver == broker.CableDriverESP && len(m.PSK) < 16 {
+			bad("Config.Member.PSK has %d bytes; the esp cable driver needs the clusterset's pre-shared key (at least 16 bytes): run `snorkel join` again", len(m.PSK))
+		}
+	}
+	if c.LocalConfig == nil {
+		bad("Config.LocalConfig is nil; give the rest.Config of this cluster's API server")
+	}
+	if errs := validation.IsDNS1123Label(c.Namespace); len(errs) > 0 {
+		bad("Config.Namespace %q is not a namespace name: %s", c.Namespace, strings.Join(errs, "; "))
+	}
+	if c.Identity == "" {
+		bad("Config.Identity is empty and the host name is unknown; give the node's name")
+	} else if errs := validation.IsDNS1123Subdomain(c.Identity); len(errs) > 0 {
+		bad("Config.Identity %q cannot name the Gateway object (%s); give the node's name", c.Identity, strings.Join(errs, "; "))
+	}
+	if a, err := netip.ParseAddr(c.PrivateIP); err != nil || a.Zone() != "" {
+		bad("Config.PrivateIP %q is not an IP address; give the node's address on the network between gateways, like 172.18.0.5", c.PrivateIP)
+	}
+	for _, f := range []struct{ name, v string }{{"PublicIP", c.PublicIP}, {"HealthCheckIP", c.HealthCheckIP}} {
+		if a, err := netip.ParseAddr(f.v); f.v != "" && (err != nil || a.Zone() != "") {
+			bad("Config.%s %q is not an IP address; give one like 198.51.100.7, or leave it empty", f.name, f.v)
+		}
+	}
+	if c.Port < 1 || c.Port > 65535 {
+		bad("Config.Port %d is not a UDP port; use 1 to 65535 (default %d)", c.Port, gateway.DefaultPort)
+	}
+	if c.Dataplane == nil {
+		bad("Config.Dataplane is nil; give the gateway the agent configures")
+	}
+	for i, h := range c.OnActive {
+		if h == nil {
+			bad("Config.OnActive[%d] is nil; remove it", i)
+		}
+	}
+	e := c.Election
+	if e.LeaseDuration <= e.RenewDeadline || e.RenewDeadline*5 <= e.RetryPeriod*6 || e.RetryPeriod < 100*time.Millisecond {
+		bad("Config.Election: lease %v, renew deadline %v, retry %v; leaseDuration must exceed renewDeadline, renewDeadline 1.2 × retryPeriod, and retryPeriod 100ms (defaults %v, %v, %v)",
+			e.LeaseDuration, e.RenewDeadline, e.RetryPeriod, DefaultLeaseDuration, DefaultRenewDeadline, DefaultRetryPeriod)
+	}
+	if e.LeaseDuration < time.Second {
+		bad("Config.Election.LeaseDuration %v is under a second, which a Lease cannot record; use at least 1s (default %v)", e.LeaseDuration, DefaultLeaseDuration)
+	}
+	if c.StatusInterval < 0 || c.StatusInterval > DefaultStatusInterval {
+		bad("Config.StatusInterval %v: the Gateway status must be refreshed at least every %v; use a shorter interval", c.StatusInterval, DefaultStatusInterval)
+	}
+	if c.ResyncPeriod < 0 {
+		bad("Config.ResyncPeriod %v is negative; give a period like 30s", c.ResyncPeriod)
+	}
+	return errors.Join(errs...)
+}
+
+// isWireGuardKey reports whether s is a base64 32-byte key.
+func isWireGuardKey(s string) bool {
+	b, err := base64.StdEncoding.DecodeString(s)
+	return err == nil && len(b) == 32
+}

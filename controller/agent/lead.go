@@ -1,0 +1,340 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
+)
+
+// settleDelay gathers a burst of broker changes (a cluster's gateway
+// handing over deletes one Endpoint and creates another) into one pass.
+const settleDelay = 100 * time.Millisecond
+
+// Failure areas of the active gateway's work, cleared when it steps down.
+const (
+	areaPublish   = "publishing this cluster"
+	areaDataplane = "configuring the data plane"
+)
+
+// elect campaigns for the Lease until ctx ends. Each term runs lead; a
+// term lost to a failed renewal is followed by a new campaign. When ctx
+// ends, the lease is released only after the term has stepped down, so
+// that the next gateway never starts while this one still acts.
+func (a *Agent) elect(ctx context.Context) {
+	electCtx, release := context.WithCancel(context.WithoutCancel(ctx))
+	defer release()
+	go func() {
+		<-ctx.Done()
+		// A term that started before this has joined a.leading; a later
+		// one sees stopping and does not start.
+		a.mu.Lock()
+		a.stopping = true
+		a.mu.Unlock()
+		a.leading.Wait()
+		release()
+	}()
+	e := a.cfg.Election
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Name: e.LeaseName, Namespace: a.cfg.Namespace},
+		Client:     a.kc.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: a.cfg.Identity},
+	}
+	for electCtx.Err() == nil {
+		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+			Lock:            lock,
+			Name:            e.LeaseName,
+			LeaseDuration:   e.LeaseDuration,
+			RenewDeadline:   e.RenewDeadline,
+			RetryPeriod:     e.RetryPeriod,
+			ReleaseOnCancel: true,
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: func(term context.Context) { a.lead(ctx, term) },
+				OnStoppedLeading: func() {},
+			},
+		})
+		if err != nil {
+			// validate checked the timings the elector checks.
+			a.setFailure("leader election", fmt.Errorf("Config.Election: %w", err))
+			<-electCtx.Done()
+			return
+		}
+		le.Run(electCtx)
+	}
+}
+
+// lead is one term as the active gateway: it runs the OnActive hooks and
+// the reconcile loop until the term or ctx ends, then steps down.
+func (a *Agent) lead(ctx, term context.Context) {
+	a.leadMu.Lock()
+	defer a.leadMu.Unlock()
+	a.mu.Lock()
+	if a.stopping || term.Err() != nil {
+		a.mu.Unlock()
+		return
+	}
+	a.leading.Add(1)
+	a.active = true
+	a.mu.Unlock()
+	defer a.leading.Done()
+
+	tctx, cancel := context.WithCancel(term)
+	defer cancel()
+	defer context.AfterFunc(ctx, cancel)()
+	a.log.Info("this gateway is now the cluster's active gateway")
+	wake(a.statusCh)
+
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		a.runHooks(tctx)
+	}()
+	a.reconcileLoop(tctx)
+	cancel()
+	<-done
+	a.stepDown()
+}
+
+// stepDown ends a term: the data plane drops its remotes and the Gateway
+// turns passive.
+//
+// The cluster's Endpoint stays where it is, as Submariner's does: the
+// remote clusters keep their tunnels to this gateway until the next active
+// one replaces the Endpoint (it deletes this one before creating its own),
+// instead of tearing them down at every handover. A term that ended because
+// the API server could not be reached could not delete it anyway.
+func (a *Agent) stepDown() {
+	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.Election.RenewDeadline)
+	defer cancel()
+	cfg, _ := a.tmpl.build(&a.cfg, nil)
+	if err := a.cfg.Dataplane.Apply(ctx, cfg); err != nil {
+		a.log.Warn("stopping the data plane's connections", "err", err)
+	}
+	a.mu.Lock()
+	a.active = false
+	a.peers = nil
+	a.mu.Unlock()
+	a.setFailure(areaPublish, nil)
+	a.setFailure(areaDataplane, nil)
+	a.log.Info("this gateway is now passive")
+	wake(a.statusCh)
+}
+
+// runHooks runs every OnActive hook until ctx ends.
+func (a *Agent) runHooks(ctx context.Context) {
+	done := make(chan struct{}, len(a.cfg.OnActive))
+	for i, h := range a.cfg.OnActive {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			a.runHook(ctx, i, h)
+		}()
+	}
+	for range a.cfg.OnActive {
+		<-done
+	}
+}
+
+// runHook runs h until ctx ends, starting it again after a growing pause
+// when it fails. A hook that returns nil has finished its work.
+func (a *Agent) runHook(ctx context.Context, i int, h func(context.Context) error) {
+	area := fmt.Sprintf("active-gateway task %d", i)
+	defer a.setFailure(area, nil)
+	pause := time.Second
+	for {
+		err := h(ctx)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		a.setFailure(area, fmt.Errorf("Config.OnActive[%d] failed (starting it again in %v): %w", i, pause, err))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 30*time.Second)
+	}
+}
+
+// progress is what the reconcile loop of one term has done.
+type progress struct {
+	// published says the Endpoints and the Cluster were written since
+	// the last resync.
+	published bool
+	// applied is the key of the configuration the Dataplane accepted.
+	applied []byte
+}
+
+// reconcileLoop keeps the published objects and the data plane in step
+// with the broker until ctx ends.
+func (a *Agent) reconcileLoop(ctx context.Context) {
+	if !cache.WaitForCacheSync(ctx.Done(), a.endpoints.HasSynced, a.clusters.HasSynced) {
+		return
+	}
+	var t progress
+	resync := time.NewTicker(a.cfg.ResyncPeriod)
+	defer resync.Stop()
+	retry := time.NewTimer(0) // the first pass
+	defer retry.Stop()
+	pause := settleDelay
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.reconcileCh:
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(settleDelay):
+			}
+			select {
+			case <-a.reconcileCh:
+			default:
+			}
+		case <-resync.C:
+			t.published = false
+		case <-retry.C:
+		}
+		if a.reconcile(ctx, &t) {
+			pause = settleDelay
+			continue
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		pause = min(2*pause, 10*time.Second)
+		retry.Reset(pause)
+	}
+}
+
+// reconcile publishes what is missing or changed, then builds the gateway
+// configuration from the broker's objects and applies it if it changed. It
+// reports whether everything succeeded.
+func (a *Agent) reconcile(ctx context.Context, t *progress) bool {
+	ok := true
+	if !t.published || a.drifted() {
+		err := a.publish(ctx)
+		a.setFailure(areaPublish, err)
+		t.published, ok = err == nil, err == nil
+	}
+
+	peers := plan(a.local, a.brokerEndpoints(), a.brokerClusters())
+	a.mu.Lock()
+	changed := !reflect.DeepEqual(a.peers, peers)
+	a.peers = peers
+	a.mu.Unlock()
+	if changed {
+		wake(a.statusCh)
+	}
+
+	cfg, key := a.tmpl.build(&a.cfg, remotes(peers))
+	if bytes.Equal(key, t.applied) {
+		return ok
+	}
+	if err := a.cfg.Dataplane.Apply(ctx, cfg); err != nil {
+		a.setFailure(areaDataplane, fmt.Errorf("the data plane refused the configuration: %w", err))
+		return false
+	}
+	a.setFailure(areaDataplane, nil)
+	t.applied = key
+	ids := make([]string, len(cfg.Remotes))
+	for i, r := range cfg.Remotes {
+		ids[i] = r.ID
+	}
+	a.log.Info("gateway configured", "remotes", ids)
+	return ok
+}
+
+// publish writes this cluster's Cluster on the broker, then its Endpoint
+// on the broker and locally. The Cluster goes first: if the broker's
+// belongs to another cluster with the same ID, this one must not replace
+// that cluster's Endpoint.
+func (a *Agent) publish(ctx context.Context) error {
+	m := a.cfg.Member
+	onBroker := place{broker: true, ns: m.BrokerNamespace}
+	here := place{ns: a.cfg.Namespace}
+	uid, err := a.clusterUID(ctx)
+	if err != nil {
+		return err
+	}
+	if err := publishCluster(ctx, a.brokerDyn.Resource(submv1.ClusterResource).Namespace(m.BrokerNamespace), clusterSpec(m), uid, onBroker); err != nil {
+		return err
+	}
+	return errors.Join(
+		publishEndpoint(ctx, a.brokerDyn.Resource(submv1.EndpointResource).Namespace(m.BrokerNamespace), &a.spec, onBroker),
+		publishEndpoint(ctx, a.localDyn.Resource(submv1.EndpointResource).Namespace(a.cfg.Namespace), &a.spec, here),
+	)
+}
+
+// clusterUID is the UID of this cluster's kube-system namespace, which
+// `snorkel join` records on the cluster's Cluster object.
+func (a *Agent) clusterUID(ctx context.Context) (string, error) {
+	a.mu.Lock()
+	uid := a.kubeSystemUID
+	a.mu.Unlock()
+	if uid != "" {
+		return uid, nil
+	}
+	ns, err := a.kc.CoreV1().Namespaces().Get(ctx, metav1.NamespaceSystem, metav1.GetOptions{})
+	if err != nil {
+		return "", explain(err, "reading namespace kube-system (this cluster's identity)", place{ns: metav1.NamespaceSystem})
+	}
+	a.mu.Lock()
+	a.kubeSystemUID = string(ns.UID)
+	a.mu.Unlock()
+	return string(ns.UID), nil
+}
+
+// drifted reports whether the broker's cache shows this cluster's Endpoint
+// or Cluster missing or changed, or another Endpoint of this cluster.
+func (a *Agent) drifted() bool {
+	name := endpointName(&a.spec)
+	found := false
+	for _, e := range a.brokerEndpoints() {
+		if e.Spec.ClusterID != a.spec.ClusterID {
+			continue
+		}
+		if e.Name != name || !sameEndpointSpec(e.Spec, a.spec) {
+			return true
+		}
+		found = true
+	}
+	c := a.brokerClusters()[a.spec.ClusterID]
+	return !found || c == nil || !sameClusterSpec(c.Spec, clusterSpec(a.cfg.Member))
+}
+
+// brokerEndpoints are the Endpoints in the broker's cache; objects that do
+// not convert are skipped.
+func (a *Agent) brokerEndpoints() []*submv1.Endpoint {
+	var out []*submv1.Endpoint
+	for _, obj := range a.endpoints.GetStore().List() {
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			if e, err := submv1.FromUnstructured[submv1.Endpoint](u); err == nil {
+				out = append(out, e)
+			}
+		}
+	}
+	return out
+}
+
+// brokerClusters are the Clusters in the broker's cache by cluster ID.
+func (a *Agent) brokerClusters() map[string]*submv1.Cluster {
+	out := map[string]*submv1.Cluster{}
+	for _, obj := range a.clusters.GetStore().List() {
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			if c, err := submv1.FromUnstructured[submv1.Cluster](u); err == nil && c.Spec.ClusterID != "" {
+				out[c.Spec.ClusterID] = c
+			}
+		}
+	}
+	return out
+}
