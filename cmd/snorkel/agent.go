@@ -2,11 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/snorkel-net/snorkel/controller/agent"
+	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
 	"github.com/snorkel-net/snorkel/controller/broker"
 	"github.com/snorkel-net/snorkel/gateway"
 	"github.com/snorkel-net/snorkel/transport/wireguard"
@@ -27,8 +28,8 @@ import (
 func init() {
 	commands["agent"] = command{
 		run: runAgent,
-		usage: "a gateway node's agent: snorkel agent --dataplane-config-out FILE [--kubeconfig F] [--context C] [--namespace NS] " +
-			"[--node-name N] [--private-ip IP] [--public-ip IP] (writes each gateway configuration to FILE, as `snorkel gateway --config` reads it)",
+		usage: "a gateway node's agent, running the gateway in-process: snorkel agent [--kubeconfig F] [--context C] [--namespace NS] " +
+			"[--node-name N] [--private-ip IP] [--public-ip IP] [--metrics-address :9898] [--dataplane-config-out FILE]",
 	}
 }
 
@@ -36,20 +37,19 @@ func runAgent(args []string) error {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file of this cluster (default $KUBECONFIG or ~/.kube/config)")
 	kubeContext := fs.String("context", "", "kubeconfig context (default the current context)")
-	namespace := fs.String("namespace", broker.AgentNamespace, "the agent's namespace, where `snorkel join` put its configuration")
+	namespace := fs.String("namespace", broker.AgentNamespace, "the agent's namespace, where snorkel join put its configuration")
 	nodeName := fs.String("node-name", os.Getenv("NODE_NAME"), "this gateway node's name (default $NODE_NAME, else the host name)")
 	privateIP := fs.String("private-ip", "", "this node's address between gateways (default the local address that reaches the broker)")
 	publicIP := fs.String("public-ip", "", "the address other clusters reach this node at across NAT (default none)")
 	keyFile := fs.String("wireguard-key-file", "/var/lib/snorkel/wireguard.key", "WireGuard private key, made if missing (wireguard cable driver only)")
-	out := fs.String("dataplane-config-out", "", "file that receives each gateway configuration the agent applies (required)")
+	tunName := fs.String("tun", gateway.DefaultTUNName, "the gateway's TUN device")
+	metrics := fs.String("metrics-address", ":9898", "where the gateway serves /metrics, /status and /flows; empty for none")
+	out := fs.String("dataplane-config-out", "", "write each gateway configuration to this file, as snorkel gateway --config reads it, instead of running the gateway in this process")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q: snorkel agent takes flags only", fs.Arg(0))
-	}
-	if *out == "" {
-		return errors.New("--dataplane-config-out is required: name the file that receives the gateway configuration")
 	}
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = *kubeconfig
@@ -73,7 +73,7 @@ func runAgent(args []string) error {
 		}
 	}
 	var backend map[string]string
-	gw := gateway.Config{}
+	gw := gateway.Config{TUN: gateway.TUN{Name: *tunName}}
 	if member.CableDriver == broker.CableDriverWireGuard {
 		_, pub, err := wireguard.LoadOrCreateKey(*keyFile)
 		if err != nil {
@@ -81,6 +81,22 @@ func runAgent(args []string) error {
 		}
 		backend = map[string]string{agent.BackendConfigPublicKey: pub.String()}
 		gw.Transport.WireGuard = &gateway.WireGuardConfig{PrivateKeyFile: *keyFile}
+	}
+	var dp agent.Dataplane = configFile(*out)
+	if *out == "" {
+		log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("cluster", member.ClusterID)
+		r := gateway.NewRunner(log)
+		defer r.Close()
+		if *metrics != "" {
+			ln, err := net.Listen("tcp", *metrics)
+			if err != nil {
+				return fmt.Errorf("--metrics-address: cannot listen on %s: %w", *metrics, err)
+			}
+			srv := &http.Server{Handler: r.Handler()}
+			go srv.Serve(ln)
+			defer srv.Close()
+		}
+		dp = inProcess{r}
 	}
 	a, err := agent.New(agent.Config{
 		Member:        member,
@@ -92,7 +108,7 @@ func runAgent(args []string) error {
 		PublicIP:      *publicIP,
 		BackendConfig: backend,
 		Gateway:       gw,
-		Dataplane:     configFile(*out),
+		Dataplane:     dp,
 		Version:       version,
 		Logger:        slog.New(slog.NewTextHandler(os.Stderr, nil)),
 	})
@@ -149,3 +165,24 @@ func (f configFile) Apply(_ context.Context, cfg gateway.Config) error {
 }
 
 func (configFile) Status() []agent.RemoteStatus { return nil }
+
+// inProcess is the gateway running in the agent's process.
+type inProcess struct{ *gateway.Runner }
+
+// Status reports each remote as the gateway sees it: connected while
+// traffic arrives from it.
+func (d inProcess) Status() []agent.RemoteStatus {
+	st, ok := d.Stats()
+	if !ok {
+		return nil
+	}
+	out := make([]agent.RemoteStatus, 0, len(st.Remotes))
+	for _, r := range st.Remotes {
+		rs := agent.RemoteStatus{ID: r.Cluster, Status: submv1.ConnectionStatus(r.Status)}
+		if r.IPsec != nil && r.IPsec.LastError != "" {
+			rs.Status, rs.Message = submv1.ConnectionError, r.IPsec.LastError
+		}
+		out = append(out, rs)
+	}
+	return out
+}
