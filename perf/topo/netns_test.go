@@ -219,12 +219,20 @@ func TestCloseStopsProcessesByRecord(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", plain.PID))
-	must(t, err)
+	// `ip netns exec` enters the namespace a moment after it starts: wait
+	// for it rather than catch it before.
 	self, err := os.Readlink("/proc/self/ns/net")
 	must(t, err)
-	if ns == self {
-		t.Error("process started in the test's namespace, not in the topology's")
+	for {
+		ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", plain.PID))
+		must(t, err)
+		if ns != self {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("process started in the test's namespace, not in the topology's")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 
 	loaded, err := Load(tp.opts.StateFile)
