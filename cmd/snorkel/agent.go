@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
 	"github.com/snorkel-net/snorkel/controller/agent"
@@ -51,11 +50,9 @@ func runAgent(args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q: snorkel agent takes flags only", fs.Arg(0))
 	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = *kubeconfig
-	local, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: *kubeContext}).ClientConfig()
+	local, err := broker.LoadKubeconfig(*kubeconfig, *kubeContext)
 	if err != nil {
-		return fmt.Errorf("--kubeconfig/--context: %w", err)
+		return err
 	}
 	kc, err := kubernetes.NewForConfig(local)
 	if err != nil {

@@ -49,7 +49,7 @@ func RunDeployBroker(args []string, out io.Writer) error {
 		}
 		o.PSK = in.IPSecPSK.Data[pskKey]
 	}
-	cfg, err := loadKubeconfig(*kubeconfig, *kubeContext)
+	cfg, err := LoadKubeconfig(*kubeconfig, *kubeContext)
 	if err != nil {
 		return err
 	}
@@ -97,7 +97,7 @@ func RunJoin(args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := loadKubeconfig(*kubeconfig, *kubeContext)
+	cfg, err := LoadKubeconfig(*kubeconfig, *kubeContext)
 	if err != nil {
 		return err
 	}
@@ -159,9 +159,9 @@ func splitList(s string) []string {
 	return out
 }
 
-// loadKubeconfig returns the client configuration of a kubeconfig context:
+// LoadKubeconfig returns the client configuration of a kubeconfig context:
 // the file's (or the default files') current context if context is empty.
-func loadKubeconfig(path, kubeContext string) (*rest.Config, error) {
+func LoadKubeconfig(path, kubeContext string) (*rest.Config, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if path != "" {
 		rules.ExplicitPath = path
