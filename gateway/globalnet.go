@@ -109,6 +109,54 @@ func (g *Globalnet) applyDefaults() {
 	}
 }
 
+// SetAllocations replaces g's addresses with those of an IPAM's rules, as
+// the agent hands them over: the global CIDR, the cluster egress IPs, the
+// egress pools and the ingress entries, every address listed. Pools that
+// hold no pods are left out: they translate nothing, and a pool needs
+// members.
+func (g *Globalnet) SetAllocations(r natengine.Rules) {
+	g.GlobalCIDR = r.Global.String()
+	g.ClusterEgress = GlobalIPs{IPs: addrStrings(r.ClusterEgress)}
+	if len(r.ClusterEgress) == 0 {
+		zero := 0
+		g.ClusterEgress.NumberOfIPs = &zero
+	}
+	g.EgressPools = nil
+	for _, p := range r.Pools {
+		if len(p.Members) == 0 || len(p.IPs) == 0 {
+			continue
+		}
+		kind := PoolKindNamespace
+		if p.Kind == natengine.PoolPodSelector {
+			kind = PoolKindPodSelector
+		}
+		members := make([]string, len(p.Members))
+		for i, m := range p.Members {
+			members[i] = m.String()
+		}
+		g.EgressPools = append(g.EgressPools, EgressPool{Name: p.Name, Kind: kind, Members: members, GlobalIPs: GlobalIPs{IPs: addrStrings(p.IPs)}})
+	}
+	g.Ingress = nil
+	for _, in := range r.Ingress {
+		kind := IngressKindService
+		if in.Kind == natengine.IngressHeadlessPod {
+			kind = IngressKindHeadlessPod
+		}
+		g.Ingress = append(g.Ingress, GlobalIngress{Name: in.Name, Kind: kind, GlobalIP: in.Global.String(), LocalIP: in.Local.String()})
+	}
+}
+
+func addrStrings(as []netip.Addr) []string {
+	if len(as) == 0 {
+		return nil
+	}
+	out := make([]string, len(as))
+	for i, a := range as {
+		out[i] = a.String()
+	}
+	return out
+}
+
 // GlobalnetStatus is the Globalnet part of /status: the addresses the
 // config resolved to, counted ones included.
 type GlobalnetStatus struct {

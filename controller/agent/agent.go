@@ -19,6 +19,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
+	"github.com/snorkel-net/snorkel/controller/globalnet"
+	"github.com/snorkel-net/snorkel/controller/servicesync"
+	"github.com/snorkel-net/snorkel/natengine"
 )
 
 // Agent is one gateway node's agent. Make it with New and start it with Run.
@@ -34,6 +37,11 @@ type Agent struct {
 	localDyn, brokerDyn dynamic.Interface
 	factory             dynamicinformer.DynamicSharedInformerFactory
 	endpoints, clusters cache.SharedIndexInformer
+
+	// ipam is Globalnet's IPAM; nil without Globalnet. syncer is the
+	// service sync of the current term, if one runs.
+	ipam   *globalnet.IPAM
+	syncer atomic.Pointer[servicesync.Syncer]
 
 	// reconcileCh and statusCh wake the leader's loop and the status
 	// writer; a send never blocks.
@@ -57,6 +65,9 @@ type Agent struct {
 	kubeSystemUID string
 	// gateway is the Gateway object as last written.
 	gateway *unstructured.Unstructured
+	// rules are the IPAM's latest rules in this term; nil before its
+	// first.
+	rules *natengine.Rules
 }
 
 // New checks cfg and prepares an Agent; nothing talks to an API server
@@ -96,6 +107,9 @@ func New(cfg Config) (*Agent, error) {
 	bcfg := cfg.Member.BrokerConfig()
 	if a.brokerDyn, err = dynamic.NewForConfig(bcfg); err != nil {
 		return nil, fmt.Errorf("agent: the broker's address %q in Config.Member: %w; run `snorkel join` again", cfg.Member.BrokerURL, err)
+	}
+	if a.ipam, err = a.newIPAM(); err != nil {
+		return nil, err
 	}
 	a.factory = dynamicinformer.NewFilteredDynamicSharedInformerFactory(a.brokerDyn, cfg.ResyncPeriod, cfg.Member.BrokerNamespace, nil)
 	a.endpoints = a.watch("Endpoints", submv1.EndpointResource)

@@ -132,6 +132,7 @@ func TestAgents(t *testing.T) {
 		{"a remote with another cable driver is an error connection", testBackendMismatch},
 		{"a cluster leaving drops its remote", testLeave},
 		{"Globalnet publishes and routes global CIDRs", testGlobalnet},
+		{"Globalnet's IPAM feeds the data plane and exports carry global IPs", testGlobalnetServices},
 	}
 	for _, s := range steps {
 		if !t.Run(s.name, func(t *testing.T) { s.run(t, e) }) {
@@ -569,10 +570,16 @@ func testGlobalnet(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 	members := map[string]*broker.AgentConfig{}
-	for _, srv := range []*kubelocal.Server{e.c1, e.c2} {
-		// The same CIDRs in both clusters: what Globalnet is for.
+	for _, m := range []struct {
+		srv  *kubelocal.Server
+		svcs string
+	}{{e.c1, "10.88.0.0/16"}, {e.c2, "10.99.0.0/16"}} {
+		srv := m.srv
+		// The same Pod CIDR in both clusters: what Globalnet is for. The
+		// Service CIDRs are the API servers' own, where the ClusterIPs
+		// come from.
 		ac, err := broker.Join(ctx, srv.Config(), d.Info, broker.JoinOptions{
-			ClusterID: srv.Name, CableDriver: broker.CableDriverWireGuard, ClusterCIDRs: []string{"10.8.0.0/16"}, ServiceCIDRs: []string{"10.96.0.0/16"},
+			ClusterID: srv.Name, CableDriver: broker.CableDriverWireGuard, ClusterCIDRs: []string{"10.8.0.0/16"}, ServiceCIDRs: []string{m.svcs},
 		})
 		if err != nil {
 			t.Fatalf("joining %s: %v", srv.Name, err)
@@ -609,4 +616,5 @@ func testGlobalnet(t *testing.T, e *env) {
 			return true, ""
 		})
 	}
+	e.active["g1"], e.active["g2"] = g1, g2
 }

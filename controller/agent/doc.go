@@ -13,8 +13,12 @@
 // Cluster object on the broker. From the broker's Endpoints and Clusters it
 // builds the gateway configuration, one gateway.Remote per other cluster
 // with the same cable driver, and hands it to the Dataplane whenever it
-// changes. Hooks that must run on the active gateway only (Globalnet's
-// IPAM, the service sync) run under the leadership's context.
+// changes. Work that must run on the active gateway only runs under the
+// leadership's context: Globalnet's IPAM when the cluster has a global CIDR
+// (its rules become the configuration's Globalnet addresses; the data plane
+// gets no configuration before the IPAM's first rules), the service sync
+// when the broker offers service discovery (fed the IPAM's global IPs), and
+// Config.OnActive.
 //
 // Concurrency: informer handlers only signal; one goroutine per role does
 // the work (the leader's reconcile loop, the status writer), so the

@@ -7,6 +7,7 @@ import (
 
 	"github.com/snorkel-net/snorkel/controller/broker"
 	"github.com/snorkel-net/snorkel/gateway"
+	"github.com/snorkel-net/snorkel/natengine"
 )
 
 // template is Config.Gateway frozen as JSON, so that every configuration
@@ -22,10 +23,11 @@ func newTemplate(g gateway.Config) (template, error) {
 }
 
 // build returns the gateway configuration for remotes rs: the template
-// with this cluster, its transport and Globalnet's global CIDR filled in.
+// with this cluster, its transport and Globalnet's global CIDR filled in,
+// and with rules (the IPAM's, when not nil) Globalnet's addresses.
 // It shares no memory with t or rs. key is the configuration's JSON, to
 // tell whether it changed.
-func (t template) build(c *Config, rs []gateway.Remote) (cfg gateway.Config, key []byte) {
+func (t template) build(c *Config, rs []gateway.Remote, rules *natengine.Rules) (cfg gateway.Config, key []byte) {
 	var g gateway.Config
 	// Marshalling and unmarshalling gateway.Config cannot fail: it holds
 	// only strings, numbers, slices and structs of them.
@@ -50,6 +52,9 @@ func (t template) build(c *Config, rs []gateway.Remote) (cfg gateway.Config, key
 			g.Globalnet = &gateway.Globalnet{}
 		}
 		g.Globalnet.GlobalCIDR = m.GlobalCIDR
+		if rules != nil {
+			g.Globalnet.SetAllocations(*rules)
+		}
 	} else {
 		g.Globalnet = nil
 	}

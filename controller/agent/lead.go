@@ -85,6 +85,9 @@ func (a *Agent) lead(ctx, term context.Context) {
 	}
 	a.leading.Add(1)
 	a.active = true
+	// This term's IPAM reads its allocations back and hands over fresh
+	// rules.
+	a.rules = nil
 	a.mu.Unlock()
 	defer a.leading.Done()
 
@@ -116,7 +119,7 @@ func (a *Agent) lead(ctx, term context.Context) {
 func (a *Agent) stepDown() {
 	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.Election.RenewDeadline)
 	defer cancel()
-	cfg, _ := a.tmpl.build(&a.cfg, nil)
+	cfg, _ := a.tmpl.build(&a.cfg, nil, nil)
 	if err := a.cfg.Dataplane.Apply(ctx, cfg); err != nil {
 		a.log.Warn("stopping the data plane's connections", "err", err)
 	}
@@ -130,32 +133,54 @@ func (a *Agent) stepDown() {
 	wake(a.statusCh)
 }
 
-// runHooks runs every OnActive hook until ctx ends.
-func (a *Agent) runHooks(ctx context.Context) {
-	done := make(chan struct{}, len(a.cfg.OnActive))
+// hook is work that runs on the active gateway only.
+type hook struct {
+	name string
+	run  func(context.Context) error
+}
+
+// hooks are the agent's own tasks (Globalnet's IPAM, the service sync)
+// and then Config.OnActive.
+func (a *Agent) hooks() []hook {
+	var hs []hook
+	if a.ipam != nil {
+		hs = append(hs, hook{"Globalnet IPAM", a.ipam.Run})
+	}
+	if a.cfg.Member.ServiceDiscovery {
+		hs = append(hs, hook{"service sync", a.runServiceSync})
+	}
 	for i, h := range a.cfg.OnActive {
+		hs = append(hs, hook{fmt.Sprintf("Config.OnActive[%d]", i), h})
+	}
+	return hs
+}
+
+// runHooks runs every hook until ctx ends.
+func (a *Agent) runHooks(ctx context.Context) {
+	hs := a.hooks()
+	done := make(chan struct{}, len(hs))
+	for _, h := range hs {
 		go func() {
 			defer func() { done <- struct{}{} }()
-			a.runHook(ctx, i, h)
+			a.runHook(ctx, h)
 		}()
 	}
-	for range a.cfg.OnActive {
+	for range hs {
 		<-done
 	}
 }
 
 // runHook runs h until ctx ends, starting it again after a growing pause
 // when it fails. A hook that returns nil has finished its work.
-func (a *Agent) runHook(ctx context.Context, i int, h func(context.Context) error) {
-	area := fmt.Sprintf("active-gateway task %d", i)
-	defer a.setFailure(area, nil)
+func (a *Agent) runHook(ctx context.Context, h hook) {
+	defer a.setFailure(h.name, nil)
 	pause := time.Second
 	for {
-		err := h(ctx)
+		err := h.run(ctx)
 		if err == nil || ctx.Err() != nil {
 			return
 		}
-		a.setFailure(area, fmt.Errorf("Config.OnActive[%d] failed (starting it again in %v): %w", i, pause, err))
+		a.setFailure(h.name, fmt.Errorf("%s failed (starting it again in %v): %w", h.name, pause, err))
 		select {
 		case <-ctx.Done():
 			return
@@ -236,7 +261,16 @@ func (a *Agent) reconcile(ctx context.Context, t *progress) bool {
 		wake(a.statusCh)
 	}
 
-	cfg, key := a.tmpl.build(&a.cfg, remotes(peers))
+	rs := remotes(peers)
+	a.setIPAMRemotes(rs)
+	rules := a.currentRules()
+	if a.ipam != nil && rules == nil && len(rs) > 0 {
+		// Until the IPAM has read its allocations back, the gateway
+		// would translate with addresses it may not own.
+		a.setFailure(areaDataplane, errors.New("waiting for Globalnet's IPAM to allocate this cluster's global IPs"))
+		return ok
+	}
+	cfg, key := a.tmpl.build(&a.cfg, rs, rules)
 	if bytes.Equal(key, t.applied) {
 		return ok
 	}

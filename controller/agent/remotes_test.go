@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"net/netip"
 	"reflect"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
 	"github.com/snorkel-net/snorkel/controller/broker"
 	"github.com/snorkel-net/snorkel/gateway"
+	"github.com/snorkel-net/snorkel/natengine"
 )
 
 const (
@@ -266,7 +268,7 @@ func TestGatewayConfigFillsTheTemplate(t *testing.T) {
 		t.Fatal(err)
 	}
 	rs := []gateway.Remote{{ID: "c2", GlobalCIDR: "242.2.0.0/16", Endpoint: "172.18.0.9:4501", ESP: &gateway.ESPRemoteConfig{ID: "c2"}}}
-	got, key := tmpl.build(c, rs)
+	got, key := tmpl.build(c, rs, nil)
 	want := gateway.Config{
 		Cluster: gateway.Cluster{ID: "c1", PodCIDRs: []string{"10.8.0.0/16"}, ServiceCIDRs: []string{"10.88.0.0/16"}},
 		TUN:     gateway.TUN{Name: "snk0", Address: "10.8.255.254"},
@@ -280,11 +282,25 @@ func TestGatewayConfigFillsTheTemplate(t *testing.T) {
 	}
 	got.Remotes[0].ESP.ID = "changed"
 	got.Transport.ESP.Proposals[0] = "changed"
-	again, key2 := tmpl.build(c, rs)
+	again, key2 := tmpl.build(c, rs, nil)
 	if !reflect.DeepEqual(again, want) || string(key) != string(key2) || rs[0].ESP.ID != "c2" {
 		t.Errorf("changing a built configuration changed the next one or the remotes: %+v", again)
 	}
-	if _, key3 := tmpl.build(c, nil); string(key3) == string(key) {
+	if _, key3 := tmpl.build(c, nil, nil); string(key3) == string(key) {
 		t.Error("the key does not tell configurations apart")
+	}
+
+	// The IPAM's rules become Globalnet's addresses, every one listed;
+	// the template's own Globalnet settings stay.
+	rules := &natengine.Rules{
+		Global:        netip.MustParsePrefix("242.1.0.0/16"),
+		ClusterEgress: []netip.Addr{netip.MustParseAddr("242.1.0.1")},
+		Ingress:       []natengine.Ingress{{Name: "sample/web", Kind: natengine.IngressService, Global: netip.MustParseAddr("242.1.0.9"), Local: netip.MustParseAddr("10.88.0.10")}},
+	}
+	withRules, key4 := tmpl.build(c, rs, rules)
+	want.Globalnet = &gateway.Globalnet{GlobalCIDR: "242.1.0.0/16", MaxFlows: 1000, ClusterEgress: gateway.GlobalIPs{IPs: []string{"242.1.0.1"}},
+		Ingress: []gateway.GlobalIngress{{Name: "sample/web", Kind: gateway.IngressKindService, GlobalIP: "242.1.0.9", LocalIP: "10.88.0.10"}}}
+	if !reflect.DeepEqual(withRules, want) || string(key4) == string(key) {
+		t.Errorf("built with the IPAM's rules\n %+v\nwant\n %+v", withRules.Globalnet, want.Globalnet)
 	}
 }
