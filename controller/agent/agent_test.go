@@ -133,6 +133,8 @@ func TestAgents(t *testing.T) {
 		{"a cluster leaving drops its remote", testLeave},
 		{"Globalnet publishes and routes global CIDRs", testGlobalnet},
 		{"Globalnet's IPAM feeds the data plane and exports carry global IPs", testGlobalnetServices},
+		{"a failover keeps every global IP", testFailoverKeepsGlobalIPs},
+		{"a gateway that died holding the lease is replaced when it expires", testDeadLeader},
 	}
 	for _, s := range steps {
 		if !t.Run(s.name, func(t *testing.T) { s.run(t, e) }) {

@@ -3,6 +3,7 @@ package agent
 import (
 	"fmt"
 	"net/netip"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	mcsv1a1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
 	mcsclient "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
 
+	"github.com/snorkel-net/snorkel/controller/broker"
 	"github.com/snorkel-net/snorkel/controller/kubelocal"
 	"github.com/snorkel-net/snorkel/controller/servicesync"
 	"github.com/snorkel-net/snorkel/gateway"
@@ -114,4 +116,83 @@ func testGlobalnetServices(t *testing.T, e *env) {
 		}
 		return slices.Equal(addrs, []string{global}), fmt.Sprintf("addresses %v, want [%s]", addrs, global)
 	})
+}
+
+// globalIPs are the addresses a data plane configuration gives out: the
+// cluster egress IPs and each ingress entry's, by entry.
+func globalIPs(cfg gateway.Config) (egress []string, ingress map[string]string) {
+	ingress = map[string]string{}
+	if cfg.Globalnet == nil {
+		return nil, ingress
+	}
+	for _, in := range cfg.Globalnet.Ingress {
+		ingress[in.Name] = in.GlobalIP
+	}
+	return cfg.Globalnet.ClusterEgress.IPs, ingress
+}
+
+// testFailoverKeepsGlobalIPs stops c2's active gateway: the gateway that
+// takes over configures its data plane with the same global IPs, because
+// its IPAM reads the allocations back from the objects' status.
+func testFailoverKeepsGlobalIPs(t *testing.T, e *env) {
+	old := e.active["g2"]
+	cfg, _ := old.dp.last()
+	egress, ingress := globalIPs(cfg)
+	if len(egress) == 0 || len(ingress) == 0 {
+		t.Fatalf("c2's data plane gives out no global IPs before the failover: %+v", cfg.Globalnet)
+	}
+	old.halt()
+	next := start(t, e, e.c2, old.cfg.Member, "gw-g2-next", "127.0.0.24", "")
+	eventually(t, 15*time.Second, "the next gateway of c2 configured with the same global IPs", func() (bool, string) {
+		cfg, n := next.dp.last()
+		if n == 0 || len(cfg.Remotes) == 0 {
+			return false, "not configured yet"
+		}
+		e2, in2 := globalIPs(cfg)
+		return slices.Equal(e2, egress) && reflect.DeepEqual(in2, ingress),
+			fmt.Sprintf("egress %v ingress %v; before the failover egress %v ingress %v", e2, in2, egress, ingress)
+	})
+	e.active["g2"] = next
+}
+
+// testDeadLeader leaves c1's Lease held by a gateway that no longer
+// renews it, as one that crashed would: a new gateway stays passive while
+// the lease can still be the dead one's, then takes over.
+func testDeadLeader(t *testing.T, e *env) {
+	ctx := t.Context()
+	prev := e.active["g1"]
+	prev.halt()
+	kc, err := e.c1.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	leases := kc.CoordinationV1().Leases(broker.AgentNamespace)
+	l, err := leases.Get(ctx, DefaultLeaseName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.NowMicro()
+	secs := int32(DefaultLeaseDuration / time.Second)
+	l.Spec.HolderIdentity, l.Spec.RenewTime, l.Spec.AcquireTime, l.Spec.LeaseDurationSeconds = new("gw-crashed"), &now, &now, &secs
+	if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	started := time.Now()
+	next := start(t, e, e.c1, prev.cfg.Member, "gw-g1-next", "127.0.0.14", "")
+	// A candidate counts the lease duration from when it first sees the
+	// holder; a second of slack covers the test's own steps.
+	for time.Since(started) < DefaultLeaseDuration-time.Second {
+		if next.Active() {
+			t.Fatalf("gw-g1-next became active %v after starting, while the crashed gateway's lease (%v) could still be valid", time.Since(started), DefaultLeaseDuration)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	eventually(t, 10*time.Second, "gw-g1-next active after the crashed gateway's lease expired", func() (bool, string) {
+		return next.Active(), "still passive"
+	})
+	eventually(t, 10*time.Second, "gw-g1-next's data plane configured", func() (bool, string) {
+		cfg, n := next.dp.last()
+		return n > 0 && len(cfg.Remotes) == 1, fmt.Sprintf("%d configurations, remotes %+v", n, cfg.Remotes)
+	})
+	e.active["g1"] = next
 }
