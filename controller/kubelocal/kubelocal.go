@@ -50,6 +50,26 @@ type Options struct {
 	// ServiceCIDR is the range ClusterIPs are allocated from; default
 	// 10.96.0.0/16.
 	ServiceCIDR string
+	// Address is the IP address the API server listens on and its
+	// certificate names; default 127.0.0.1. etcd always listens on
+	// 127.0.0.1.
+	Address string
+	// Spawn starts etcd and the API server; default child processes of
+	// this one, killed when it dies. A lab that outlives its command
+	// starts them in a network namespace, recorded for its teardown.
+	Spawn func(name, bin string, args ...string) (Process, error)
+	// Dial, if set, makes every connection to the API server, from
+	// Start's readiness checks and from clients of Config.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+// Process is a started etcd or API server.
+type Process interface {
+	// Exited is closed when the process has ended; nil if it cannot be
+	// waited for.
+	Exited() <-chan struct{}
+	// Stop ends the process: politely, then by force after timeout.
+	Stop(timeout time.Duration) error
 }
 
 // Server is one running cluster's API server and its etcd.
@@ -66,8 +86,10 @@ type Server struct {
 
 	dir     string
 	ownDir  bool
-	etcd    *proc
-	api     *proc
+	dial    func(ctx context.Context, network, addr string) (net.Conn, error)
+	spawner func(name, bin string, args ...string) (Process, error)
+	etcd    Process
+	api     Process
 	stopped chan struct{}
 }
 
@@ -77,9 +99,23 @@ type proc struct {
 	exited chan struct{}
 }
 
-func (p *proc) done() bool {
+func (p *proc) Exited() <-chan struct{} { return p.exited }
+
+func (p *proc) Stop(timeout time.Duration) error {
+	p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.exited:
+	case <-time.After(timeout):
+		p.cmd.Process.Kill()
+		<-p.exited
+	}
+	return nil
+}
+
+// exited reports whether p has ended, as far as can be told.
+func exited(p Process) bool {
+	select {
+	case <-p.Exited():
 		return true
 	default:
 		return false
@@ -111,7 +147,14 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 			return nil, errors.New("kubelocal: etcd not found: install Debian's etcd-server, or set " + envEtcd)
 		}
 	}
-	s := &Server{Name: o.Name, dir: o.Dir, stopped: make(chan struct{})}
+	if o.Address == "" {
+		o.Address = "127.0.0.1"
+	}
+	addr := net.ParseIP(o.Address)
+	if addr == nil {
+		return nil, fmt.Errorf("kubelocal: Options.Address %q is not an IP address", o.Address)
+	}
+	s := &Server{Name: o.Name, dir: o.Dir, dial: o.Dial, spawner: o.Spawn, stopped: make(chan struct{})}
 	if s.dir == "" {
 		base := "/dev/shm"
 		if st, err := os.Stat(base); err != nil || !st.IsDir() {
@@ -132,12 +175,12 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.writeCredentials(); err != nil {
+	if err := s.writeCredentials(addr); err != nil {
 		return nil, err
 	}
 	etcdURL := "http://127.0.0.1:" + strconv.Itoa(ports[0])
 	peerURL := "http://127.0.0.1:" + strconv.Itoa(ports[1])
-	s.etcd, err = s.spawn(etcdBin, "etcd.log",
+	s.etcd, err = s.spawn("etcd", etcdBin,
 		"--name", "default",
 		"--data-dir", filepath.Join(s.dir, "etcd"),
 		"--listen-client-urls", etcdURL, "--advertise-client-urls", etcdURL,
@@ -147,10 +190,10 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.URL = "https://127.0.0.1:" + strconv.Itoa(ports[2])
-	s.api, err = s.spawn(apiBin, "apiserver.log",
+	s.URL = "https://" + net.JoinHostPort(o.Address, strconv.Itoa(ports[2]))
+	s.api, err = s.spawn("apiserver", apiBin,
 		"--etcd-servers", etcdURL,
-		"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
+		"--bind-address", o.Address, "--advertise-address", o.Address,
 		// The kubernetes Service's endpoints may not be a loopback address,
 		// and nothing in a one-process cluster needs them.
 		"--endpoint-reconciler-type", "none",
@@ -203,8 +246,17 @@ func findAPIServer() (string, error) {
 	return "", errors.New("kubelocal: kube-apiserver not found: run `make tools` (it builds .cache/bin/kube-apiserver-<version>), or set " + envAPIServer)
 }
 
-func (s *Server) spawn(bin, logName string, args ...string) (*proc, error) {
-	logf, err := os.Create(filepath.Join(s.dir, logName))
+// spawn starts the process name (etcd or apiserver), through Options.Spawn
+// if set, else as a child logging to name.log in the state directory.
+func (s *Server) spawn(name, bin string, args ...string) (Process, error) {
+	if s.spawner != nil {
+		p, err := s.spawner(s.Name+"-"+name, bin, args...)
+		if err != nil {
+			return nil, fmt.Errorf("kubelocal: starting %s: %w", bin, err)
+		}
+		return p, nil
+	}
+	logf, err := os.Create(filepath.Join(s.dir, name+".log"))
 	if err != nil {
 		return nil, fmt.Errorf("kubelocal: %w", err)
 	}
@@ -248,7 +300,7 @@ func (s *Server) waitReady(ctx context.Context) error {
 		} else {
 			last = err.Error()
 		}
-		if s.api.done() || s.etcd.done() {
+		if exited(s.api) || exited(s.etcd) {
 			break
 		}
 		select {
@@ -283,6 +335,7 @@ func (s *Server) Config() *rest.Config {
 		BearerToken:     s.Token,
 		TLSClientConfig: rest.TLSClientConfig{CAData: s.CA},
 		QPS:             -1, // no client-side rate limit: the tests measure the server
+		Dial:            s.dial,
 	}
 }
 
@@ -298,16 +351,9 @@ func (s *Server) Stop() {
 	default:
 		close(s.stopped)
 	}
-	for _, p := range []*proc{s.api, s.etcd} {
-		if p == nil {
-			continue
-		}
-		p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.exited:
-		case <-time.After(10 * time.Second):
-			p.cmd.Process.Kill()
-			<-p.exited
+	for _, p := range []Process{s.api, s.etcd} {
+		if p != nil {
+			p.Stop(10 * time.Second)
 		}
 	}
 	if s.ownDir {
@@ -317,7 +363,7 @@ func (s *Server) Stop() {
 
 // writeCredentials writes a CA and the serving certificate it signs, the
 // service-account signing key, and the admin token.
-func (s *Server) writeCredentials() error {
+func (s *Server) writeCredentials(addr net.IP) error {
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return err
@@ -351,7 +397,7 @@ func (s *Server) writeCredentials() error {
 		NotAfter:     now.Add(10 * 365 * 24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), addr},
 		DNSNames:     []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
 	}
 	srvDER, err := x509.CreateCertificate(rand.Reader, srvTmpl, ca, &srvKey.PublicKey, caKey)

@@ -2,7 +2,10 @@ package kubelocal
 
 import (
 	"context"
+	"net"
 	"os"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,9 +20,24 @@ import (
 // real API server of its own: objects do not leak between them, the admin
 // kubeconfig works, ClusterIPs come from each one's range, a wrong token is
 // refused, and Stop ends the processes.
+//
+// The second listens on another address and is reached through a dialer of
+// the test's, as a lab's servers in a network namespace are.
 func TestTwoIndependentClusters(t *testing.T) {
-	s := ForTest(t, Options{Name: "c1", ServiceCIDR: "10.88.0.0/16"}, Options{Name: "c2", ServiceCIDR: "10.99.0.0/16"})
+	var dials atomic.Int32
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dials.Add(1)
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}
+	s := ForTest(t, Options{Name: "c1", ServiceCIDR: "10.88.0.0/16"}, Options{Name: "c2", ServiceCIDR: "10.99.0.0/16", Address: "127.0.0.2", Dial: dial})
 	ctx := context.Background()
+	if u := s[1].URL; !strings.HasPrefix(u, "https://127.0.0.2:") {
+		t.Errorf("c2 is at %s, want its Options.Address 127.0.0.2", u)
+	}
+	if dials.Load() == 0 {
+		t.Error("c2's readiness checks did not go through Options.Dial")
+	}
 	for i, want := range []string{"10.88.", "10.99."} {
 		cfg, err := clientcmd.BuildConfigFromFlags("", s[i].Kubeconfig)
 		if err != nil {
@@ -63,7 +81,7 @@ func TestTwoIndependentClusters(t *testing.T) {
 	}
 
 	s[0].Stop()
-	if !s[0].api.done() || !s[0].etcd.done() {
+	if !exited(s[0].api) || !exited(s[0].etcd) {
 		t.Error("Stop returned with a process still running")
 	}
 	if _, err := os.Stat(s[0].dir); !os.IsNotExist(err) {
