@@ -28,7 +28,7 @@ func init() {
 	commands["agent"] = command{
 		run: runAgent,
 		usage: "a gateway node's agent, running the gateway in-process: snorkel agent [--kubeconfig F] [--context C] [--namespace NS] " +
-			"[--node-name N] [--private-ip IP] [--public-ip IP] [--metrics-address :9898] [--dataplane-config-out FILE]",
+			"[--node-name N] [--private-ip IP] [--public-ip IP] [--health-check-ip IP] [--metrics-address :9898] [--dataplane-config-out FILE]",
 	}
 }
 
@@ -40,6 +40,7 @@ func runAgent(args []string) error {
 	nodeName := fs.String("node-name", os.Getenv("NODE_NAME"), "this gateway node's name (default $NODE_NAME, else the host name)")
 	privateIP := fs.String("private-ip", "", "this node's address between gateways (default the local address that reaches the broker)")
 	publicIP := fs.String("public-ip", "", "the address other clusters reach this node at across NAT (default none)")
+	healthCheckIP := fs.String("health-check-ip", "", "this gateway's address on its TUN device, published for other gateways' health probes (default none)")
 	keyFile := fs.String("wireguard-key-file", "/var/lib/snorkel/wireguard.key", "WireGuard private key, made if missing (wireguard cable driver only)")
 	tunName := fs.String("tun", gateway.DefaultTUNName, "the gateway's TUN device")
 	metrics := fs.String("metrics-address", ":9898", "where the gateway serves /metrics, /status and /flows; empty for none")
@@ -103,6 +104,7 @@ func runAgent(args []string) error {
 		Identity:      *nodeName,
 		PrivateIP:     *privateIP,
 		PublicIP:      *publicIP,
+		HealthCheckIP: *healthCheckIP,
 		BackendConfig: backend,
 		Gateway:       gw,
 		Dataplane:     dp,

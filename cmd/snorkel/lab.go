@@ -27,6 +27,11 @@ scenario globalnet has g1 and g2 with the same CIDRs, joined by Globalnet.
   down    tear down a lab left running by up
   status  show namespaces, processes, routes and gateway counters
 
+With --kube the gateways are configured by the control plane, as on
+Kubernetes: an API server for a broker and for each cluster, the lab's pods
+and services written to them, snorkel agent on each gateway node, and every
+service exported with snorkel export.
+
 flags:
 `
 
@@ -50,6 +55,7 @@ func runLab(args []string) error {
 	scenario := fs.String("scenario", "", "what to build: "+strings.Join(scenarios, "; ")+"; default: run runs "+strings.Join(lab.RunOrder, " then ")+", up builds basic")
 	stateDir := fs.String("state-dir", lab.DefaultStateDir, "where configs, keys, logs and the teardown record live")
 	prefix := fs.String("prefix", lab.DefaultPrefix, "prefix of every namespace name, to run labs side by side")
+	kube := fs.Bool("kube", false, "run the control plane: a broker and an API server per cluster (etcd and kube-apiserver, as `make tools` builds it), snorkel agent on each gateway node, services exported with snorkel export")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -71,7 +77,7 @@ func runLab(args []string) error {
 	default:
 		return fmt.Errorf("unknown command %q; use run, up, down or status", sub)
 	}
-	o := lab.Options{Transport: *transport, StateDir: *stateDir, Prefix: *prefix}
+	o := lab.Options{Transport: *transport, StateDir: *stateDir, Prefix: *prefix, Kube: *kube}
 	if sub == "run" && *scenario == "" {
 		var all []lab.Scenario
 		for _, n := range lab.RunOrder {

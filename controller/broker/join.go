@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"strings"
 
@@ -75,7 +76,7 @@ func Join(ctx context.Context, member *rest.Config, info *Info, o JoinOptions) (
 	if req.pods, req.svcs, err = memberCIDRs(ctx, mkc, req.pods, req.svcs); err != nil {
 		return nil, err
 	}
-	bcfg, err := connectBroker(ctx, info)
+	bcfg, err := connectBroker(ctx, info, member.Dial)
 	if err != nil {
 		return nil, err
 	}
@@ -233,11 +234,13 @@ func memberCIDRs(ctx context.Context, kc kubernetes.Interface, pods, svcs []neti
 // connectBroker checks that info's token is accepted and returns the
 // configuration that works: trusting info's CA, or, if the broker's
 // certificate is signed by another (a public CA), the system's roots.
-func connectBroker(ctx context.Context, info *Info) (*rest.Config, error) {
+func connectBroker(ctx context.Context, info *Info, dial func(ctx context.Context, network, addr string) (net.Conn, error)) (*rest.Config, error) {
 	cfg := info.RESTConfig()
+	cfg.Dial = dial
 	err := probeBroker(ctx, cfg, info.Namespace())
 	if err != nil && len(cfg.CAData) > 0 && isUnknownAuthority(err) {
 		system := brokerRESTConfig(info.BrokerURL, info.Token(), nil)
+		system.Dial = dial
 		if probeBroker(ctx, system, info.Namespace()) == nil {
 			return system, nil
 		}

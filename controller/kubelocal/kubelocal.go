@@ -164,6 +164,8 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 			return nil, fmt.Errorf("kubelocal: %w", err)
 		}
 		s.ownDir = true
+	} else if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		return nil, fmt.Errorf("kubelocal: Options.Dir: %w", err)
 	}
 	ok := false
 	defer func() {

@@ -64,8 +64,13 @@ type Options struct {
 	PodsInProcess bool
 	// Progress receives a line per build step; nil discards them.
 	Progress io.Writer
-	// ReadyTimeout bounds the wait for gateways and pods; default 20s.
+	// ReadyTimeout bounds the wait for gateways and pods; default 20s, or
+	// a minute with Kube.
 	ReadyTimeout time.Duration
+	// Kube runs the control plane instead of configured gateways: API
+	// servers for a broker and each cluster, `snorkel agent` on every
+	// gateway node, and the services exported with `snorkel export`.
+	Kube bool
 }
 
 // Lab is a built lab.
@@ -74,6 +79,9 @@ type Lab struct {
 	Transport string
 	StateDir  string
 	Topo      *topo.Topology
+
+	// Kube says the lab runs the control plane (Options.Kube).
+	Kube bool
 
 	progress     io.Writer
 	readyTimeout time.Duration
@@ -88,6 +96,7 @@ type record struct {
 	Scenario  Scenario `json:"scenario"`
 	Transport string   `json:"transport"`
 	Prefix    string   `json:"prefix"`
+	Kube      bool     `json:"kube,omitempty"`
 }
 
 func (o *Options) applyDefaults() {
@@ -105,6 +114,9 @@ func (o *Options) applyDefaults() {
 	}
 	if o.ReadyTimeout == 0 {
 		o.ReadyTimeout = 20 * time.Second
+		if o.Kube {
+			o.ReadyTimeout = kubeReadyTimeout
+		}
 	}
 }
 
@@ -119,6 +131,9 @@ func Up(ctx context.Context, o Options) (*Lab, error) {
 	plan, err := NewPlan(o.Scenario, o.Prefix)
 	if err != nil {
 		return nil, err
+	}
+	if o.Kube && o.Transport == TransportKernel {
+		return nil, fmt.Errorf("lab: --kube runs Snorkel's agents, which configure gateways; use transport %s", strings.Join(gateway.Transports, ", "))
 	}
 	if plan.Globalnet() && o.Transport == TransportKernel {
 		return nil, fmt.Errorf("lab: scenario %s needs Globalnet's translation, which kernel routing does not do; use transport %s", o.Scenario.Name, strings.Join(gateway.Transports, " or "))
@@ -138,7 +153,7 @@ func Up(ctx context.Context, o Options) (*Lab, error) {
 	if err := os.MkdirAll(o.StateDir, 0o755); err != nil {
 		return nil, fmt.Errorf("lab: state dir: %w", err)
 	}
-	rec, err := json.Marshal(record{Scenario: o.Scenario, Transport: o.Transport, Prefix: o.Prefix})
+	rec, err := json.Marshal(record{Scenario: o.Scenario, Transport: o.Transport, Prefix: o.Prefix, Kube: o.Kube})
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +170,7 @@ func Up(ctx context.Context, o Options) (*Lab, error) {
 		os.Remove(filepath.Join(o.StateDir, labFile))
 		return nil, err
 	}
-	l := &Lab{Plan: plan, Transport: o.Transport, StateDir: o.StateDir, Topo: t, progress: o.Progress, readyTimeout: o.ReadyTimeout}
+	l := &Lab{Plan: plan, Transport: o.Transport, StateDir: o.StateDir, Topo: t, Kube: o.Kube, progress: o.Progress, readyTimeout: o.ReadyTimeout}
 	if l.progress == nil {
 		l.progress = io.Discard
 	}
@@ -196,8 +211,11 @@ func (l *Lab) build(ctx context.Context, podsInProcess bool) error {
 	if err := l.startPods(ctx, podsInProcess); err != nil {
 		return err
 	}
-	if l.Transport == TransportKernel {
+	switch {
+	case l.Transport == TransportKernel:
 		return l.kernelRoutes()
+	case l.Kube:
+		return l.startKube(ctx)
 	}
 	return l.startGateways(ctx)
 }
@@ -321,12 +339,17 @@ func (l *Lab) Clean() error {
 	paths := []string{l.diagnosticsPath()}
 	for _, c := range l.Plan.Clusters {
 		k := KeyFile(l.StateDir, c.Spec.ID)
-		paths = append(paths, ConfigFile(l.StateDir, c.Spec.ID), k, k+".pub", l.Topo.LogPath(gatewayProcess(c.Spec.ID)))
+		paths = append(paths, ConfigFile(l.StateDir, c.Spec.ID), k, k+".pub", l.Topo.LogPath(gatewayProcess(c.Spec.ID)), l.Topo.LogPath(agentProcess(c.Spec.ID)))
+		paths = append(paths, kubeLogs(l.Topo, c.Spec.ID)...)
 		for _, p := range c.Pods {
 			paths = append(paths, l.Topo.LogPath(podProcess(p.Name)))
 		}
 	}
+	paths = append(paths, kubeLogs(l.Topo, BrokerName)...)
 	var errs []error
+	if err := os.RemoveAll(filepath.Join(l.StateDir, kubeDir)); err != nil {
+		errs = append(errs, err)
+	}
 	for _, p := range paths {
 		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
@@ -358,7 +381,7 @@ func Attach(stateDir string) (*Lab, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Lab{Plan: plan, Transport: rec.Transport, StateDir: stateDir, progress: io.Discard}
+	l := &Lab{Plan: plan, Transport: rec.Transport, StateDir: stateDir, Kube: rec.Kube, progress: io.Discard}
 	t, err := topo.Load(filepath.Join(stateDir, topologyFile))
 	if errors.Is(err, os.ErrNotExist) {
 		// Up stopped between writing lab.json and creating anything.

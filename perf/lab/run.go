@@ -144,6 +144,9 @@ func describe(w io.Writer, l *Lab) {
 		if pid, ok := procs[gatewayProcess(c.Spec.ID)]; ok {
 			gw = fmt.Sprintf("snorkel gateway pid %d on %s", pid, c.Gateway.TUN)
 		}
+		if pid, ok := procs[agentProcess(c.Spec.ID)]; ok {
+			gw = fmt.Sprintf("snorkel agent pid %d, gateway on %s", pid, c.Gateway.TUN)
+		}
 		global := ""
 		if c.Spec.GlobalCIDR.IsValid() {
 			global = "  global " + c.Spec.GlobalCIDR.String()
@@ -201,6 +204,13 @@ func hints(w io.Writer, l *Lab) {
 		if l.Transport == gateway.TransportWireGuard {
 			fmt.Fprintf(w, "  wg show %s\n", c.Gateway.TUN)
 		}
+	}
+	if l.Kube {
+		ul := l.Plan.Prefix + UnderlayNS
+		for _, c := range l.Plan.Clusters {
+			fmt.Fprintf(w, "  ip netns exec %s snorkel show connections --kubeconfig %s\n", ul, KubeconfigFile(l.StateDir, c.Spec.ID))
+		}
+		fmt.Fprintf(w, "  ip netns exec %s kubectl --kubeconfig %s get serviceimports,endpointslices -n %s\n", ul, KubeconfigFile(l.StateDir, l.Plan.Clusters[0].Spec.ID), KubeNamespace)
 	}
 	fmt.Fprintf(w, "  snorkel lab status --state-dir %s\n", l.StateDir)
 }
