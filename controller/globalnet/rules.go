@@ -208,5 +208,10 @@ func (r *runner) serviceAddr(ns, name string) (netip.Addr, bool) {
 			}
 		}
 	}
+	if k := (nsName{ns, name}); !r.outside[k] {
+		r.outside[k] = true
+		r.log.Warn("globalnet: the ClusterIP of an exported service is outside this cluster's Service CIDRs, so its global IP leads nowhere; join again with the cluster's --servicecidr",
+			"service", ns+"/"+name, "clusterIPs", ips, "serviceCIDRs", r.cfg.ServiceCIDRs)
+	}
 	return netip.Addr{}, false
 }

@@ -86,6 +86,9 @@ type runner struct {
 	rulesPending atomic.Bool
 	validator    *natengine.Engine
 	last         *natengine.Rules
+	// outside are the services whose ClusterIP lies outside
+	// Config.ServiceCIDRs, each reported once.
+	outside map[nsName]bool
 }
 
 func (i *IPAM) newRunner() (*runner, error) {
@@ -102,10 +105,11 @@ func (i *IPAM) newRunner() (*runner, error) {
 		return nil, err
 	}
 	r := &runner{
-		ipam: i,
-		cfg:  &i.cfg,
-		log:  i.log,
-		dyn:  dyn,
+		outside: map[nsName]bool{},
+		ipam:    i,
+		cfg:     &i.cfg,
+		log:     i.log,
+		dyn:     dyn,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[item](50*time.Millisecond, 30*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[item]{Name: "globalnet"}),
