@@ -15,32 +15,39 @@ import (
 	"github.com/snorkel-net/snorkel/gateway"
 )
 
-const showUsage = `usage: snorkel show flows [--gateway URL]
+const showUsage = `usage: snorkel show connections|endpoints|gateways|networks|brokers|versions|all
+                    [--kubeconfig F] [--context C | --contexts C1,C2] [--namespace NS]
+       snorkel show flows [--gateway URL]
 
-Prints a running gateway's Globalnet connection-tracking table, read from
-its metrics listener (metricsAddress): per flow the protocol, the
+connections, endpoints, gateways, networks, brokers, versions and all read
+what Snorkel keeps in each cluster (the agent configuration, the Gateway
+objects, the broker's Globalnet settings) and print it as subctl's show
+commands do: every context of the kubeconfig, one per cluster, unless
+--context or --contexts picks them. See snorkel show VIEW -h.
+
+flows prints a running gateway's Globalnet connection-tracking table, read
+from its metrics listener (metricsAddress): per flow the protocol, the
 direction (out: a local pod started it; in: a remote cluster did), the
 tuple of its first packet and of its replies as they arrive, the state,
-age and idle time, and the rule that gave it its global address.
-
-flags:
+age and idle time, and the rule that gave it its global address. --gateway
+is that listener's URL, default http://127.0.0.1:9898.
 `
 
 // runShow is `snorkel show`.
 func runShow(args []string) error {
 	fs := flag.NewFlagSet("show", flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), showUsage)
-		fs.PrintDefaults()
-	}
+	fs.Usage = func() { fmt.Fprint(fs.Output(), showUsage) }
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 		fs.Usage()
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
 			return flag.ErrHelp
 		}
-		return fmt.Errorf("name what to show: flows")
+		return fmt.Errorf("name what to show: connections, endpoints, gateways, networks, brokers, versions, all or flows")
 	}
 	what, args := args[0], args[1:]
+	if isKubeView(what) {
+		return runShowKube(what, args)
+	}
 	base := fs.String("gateway", "http://127.0.0.1:9898", "the gateway's metrics listener")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -58,7 +65,7 @@ func runShow(args []string) error {
 		}
 		return printFlows(os.Stdout, flows)
 	default:
-		return fmt.Errorf("unknown %q; snorkel show knows: flows", what)
+		return fmt.Errorf("unknown %q; snorkel show knows: connections, endpoints, gateways, networks, brokers, versions, all, flows", what)
 	}
 }
 

@@ -2,11 +2,18 @@ package main
 
 import (
 	"bytes"
+	"errors"
+	"flag"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/snorkel-net/snorkel/gateway"
 )
@@ -65,5 +72,42 @@ func TestShowFlowsSaysWhyWhenGlobalnetIsOff(t *testing.T) {
 	var out bytes.Buffer
 	if err := printFlows(&out, []gateway.FlowStatus{}); err != nil || out.String() != "no flows\n" {
 		t.Errorf("empty table printed %q, %v", out.String(), err)
+	}
+}
+
+func TestShowKubeViewsTakeTheirOwnFlagsAndNameAnUnreachableContext(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "https://" + l.Addr().String()
+	l.Close()
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["far"] = &clientcmdapi.Cluster{Server: url}
+	cfg.AuthInfos["far"] = &clientcmdapi.AuthInfo{Token: "t"}
+	cfg.Contexts["far"] = &clientcmdapi.Context{Cluster: "far", AuthInfo: "far"}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	var out, status bytes.Buffer
+	err = showKube("gateways", []string{"--kubeconfig", path, "--namespace", "snorkel"}, &out, &status)
+	if err == nil || err.Error() != `could not show context "far" (see above)` {
+		t.Errorf("err = %v", err)
+	}
+	if want := "Cluster \"far\"\n\n"; out.String() != want {
+		t.Errorf("stdout %q, want %q", out.String(), want)
+	}
+	if want := ` ✗ Cannot reach context "far" at ` + url + ": "; !strings.HasPrefix(status.String(), want) {
+		t.Errorf("stderr %q, want %q…", status.String(), want)
+	}
+	if err := showKube("gateways", []string{"-h"}, &out, &status); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("-h: %v", err)
+	}
+	if err := showKube("gateways", []string{"--context", "far", "extra"}, &out, &status); err == nil || !strings.Contains(err.Error(), `unexpected argument "extra"`) {
+		t.Errorf("a stray argument: %v", err)
+	}
+	if !strings.Contains(commands["show"].usage, "connections|endpoints|gateways|networks|brokers|versions|all") {
+		t.Errorf("the show command's usage does not list the views: %q", commands["show"].usage)
 	}
 }

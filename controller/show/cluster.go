@@ -1,0 +1,130 @@
+package show
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
+	"github.com/snorkel-net/snorkel/controller/broker"
+)
+
+// requestTimeout bounds each request to a cluster or a broker, so that one
+// unreachable context does not hold up the others for long.
+const requestTimeout = 15 * time.Second
+
+// Target is one cluster to show: a kubeconfig context.
+type Target struct {
+	// Context is the kubeconfig context's name; Cluster the name of its
+	// cluster entry, which the per-cluster header shows, as subctl's does.
+	Context, Cluster string
+	// Config reaches the cluster; it is nil when Err says why the
+	// kubeconfig gave none.
+	Config *rest.Config
+	Err    error
+}
+
+// cluster is one reachable cluster and what Snorkel keeps in it.
+type cluster struct {
+	target Target
+	// ns is the agent namespace.
+	ns  string
+	kc  kubernetes.Interface
+	dyn dynamic.Interface
+	// agent is the agent configuration `snorkel join` stored; nil when
+	// Snorkel is not installed.
+	agent *broker.AgentConfig
+
+	gateways     []submv1.Gateway
+	gatewaysErr  error
+	gatewaysRead bool
+}
+
+// withTimeout returns a copy of cfg whose requests time out.
+func withTimeout(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	if cfg.Timeout == 0 {
+		cfg.Timeout = requestTimeout
+	}
+	return cfg
+}
+
+// open connects to t's cluster and reads the agent configuration in
+// namespace ns. The error says why the cluster cannot be shown.
+func open(ctx context.Context, t Target, ns string) (*cluster, error) {
+	if t.Err != nil {
+		return nil, t.Err
+	}
+	cfg := withTimeout(t.Config)
+	c := &cluster{target: t, ns: ns}
+	var err error
+	if c.kc, err = kubernetes.NewForConfig(cfg); err != nil {
+		return nil, fmt.Errorf("context %q: %w", t.Context, err)
+	}
+	if c.dyn, err = dynamic.NewForConfig(cfg); err != nil {
+		return nil, fmt.Errorf("context %q: %w", t.Context, err)
+	}
+	if _, err := c.kc.Discovery().ServerVersion(); err != nil {
+		var status apierrors.APIStatus
+		switch {
+		case apierrors.IsUnauthorized(err), apierrors.IsForbidden(err):
+			return nil, fmt.Errorf("context %q at %s refused the kubeconfig's credentials: %w", t.Context, cfg.Host, err)
+		case errors.As(err, &status):
+			return nil, fmt.Errorf("context %q at %s: %w", t.Context, cfg.Host, err)
+		}
+		return nil, fmt.Errorf("cannot reach context %q at %s: %w", t.Context, cfg.Host, err)
+	}
+	c.agent, err = broker.LoadAgentConfig(ctx, c.kc, ns)
+	if apierrors.IsNotFound(err) {
+		c.agent, err = nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("context %q: %w", t.Context, err)
+	}
+	return c, nil
+}
+
+// notInstalled is the message for a cluster without Snorkel.
+func (c *cluster) notInstalled() string {
+	return fmt.Sprintf("Snorkel is not installed in context %q (no Secret %s/%s): run `snorkel join` for this cluster",
+		c.target.Context, c.ns, broker.AgentSecretName)
+}
+
+// listGateways reads the Gateway objects of the agent namespace once, in
+// the API server's order (by name).
+func (c *cluster) listGateways(ctx context.Context) ([]submv1.Gateway, error) {
+	if c.gatewaysRead {
+		return c.gateways, c.gatewaysErr
+	}
+	c.gatewaysRead = true
+	list, err := c.dyn.Resource(submv1.GatewayResource).Namespace(c.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		c.gatewaysErr = fmt.Errorf("listing the Gateways in namespace %s: %w", c.ns, err)
+		return nil, c.gatewaysErr
+	}
+	for i := range list.Items {
+		g, err := submv1.FromUnstructured[submv1.Gateway](&list.Items[i])
+		if err != nil {
+			c.gatewaysErr = err
+			return nil, err
+		}
+		c.gateways = append(c.gateways, *g)
+	}
+	return c.gateways, nil
+}
+
+// gatewayNode is the node a Gateway's agent runs on: the hostname in its
+// local endpoint, else its name (the agent names it after its node).
+func gatewayNode(g *submv1.Gateway) string {
+	if g.Status.LocalEndpoint.Hostname != "" {
+		return g.Status.LocalEndpoint.Hostname
+	}
+	return g.Name
+}
