@@ -15,6 +15,11 @@ TRANSPORT ?= wireguard
 KUBE_VERSION := v1.37.2
 KUBE_APISERVER := $(TOOLS)/kube-apiserver-$(KUBE_VERSION)
 export SNORKEL_KUBE_APISERVER := $(KUBE_APISERVER)
+# CoreDNS, which the dnsd tests resolve through and the DNS benchmark
+# compares against; built from the Go module proxy and cached.
+COREDNS_VERSION := v1.15.0
+COREDNS := $(TOOLS)/coredns-$(COREDNS_VERSION)
+export SNORKEL_COREDNS := $(COREDNS)
 export PATH := $(TOOLS):$(PATH)
 
 .PHONY: help build test lint unit fuzz bench perf lab tools clean
@@ -53,7 +58,7 @@ perf: build tools ## throughput: Snorkel's transports against plain wireguard-go
 lab: build ## the two-cluster lab: up, demo, down (root); TRANSPORT=wireguard|vxlan
 	$(BIN)/snorkel lab run --transport $(TRANSPORT)
 
-tools: $(TOOLS)/staticcheck $(TOOLS)/wireguard-go $(KUBE_APISERVER) ## build the tools the tests use, cached in .cache/bin
+tools: $(TOOLS)/staticcheck $(TOOLS)/wireguard-go $(KUBE_APISERVER) $(COREDNS) ## build the tools the tests use, cached in .cache/bin
 
 $(TOOLS)/staticcheck:
 	GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
@@ -66,6 +71,11 @@ $(TOOLS)/wireguard-go: go.mod
 # About ten minutes on two cores the first time; the version is in the name.
 $(KUBE_APISERVER):
 	KUBE_VERSION=$(KUBE_VERSION) nice controller/kubelocal/build-kube-apiserver $@ $(CACHE)/kube-build
+
+# About six minutes on two cores the first time.
+$(COREDNS):
+	GOBIN=$(CACHE)/coredns-build nice $(GO) install github.com/coredns/coredns@$(COREDNS_VERSION)
+	mv $(CACHE)/coredns-build/coredns $@
 
 clean: ## remove build outputs and the tool cache
 	rm -rf $(BIN) $(CACHE)

@@ -1,0 +1,79 @@
+package deploy
+
+import (
+	_ "embed"
+	"fmt"
+	"net/netip"
+	"regexp"
+	"strings"
+)
+
+// coreDNSSection is deploy/coredns/clusterset.Corefile: the section
+// Submariner's operator adds at the top of a cluster's Corefile so that
+// the cluster's CoreDNS forwards the clusterset zone to Lighthouse's DNS
+// server; here, to dnsd. Its markers are the operator's, so that tools
+// that find, replace or remove the operator's section handle this one.
+//
+//go:embed coredns/clusterset.Corefile
+var coreDNSSection string
+
+// Markers of the section.
+const (
+	coreDNSSectionStart = "#lighthouse-start"
+	coreDNSSectionEnd   = "#lighthouse-end"
+)
+
+// CoreDNSStanza is the Corefile section that forwards clusterset.local to
+// dnsd at dnsdAddr ("IP", port 53, or "IP:port"), as the operator writes
+// it for a Corefile whose main server block listens on port 53.
+func CoreDNSStanza(dnsdAddr string) (string, error) {
+	return coreDNSStanza(dnsdAddr, "53")
+}
+
+func coreDNSStanza(dnsdAddr, port string) (string, error) {
+	if _, err := netip.ParseAddr(dnsdAddr); err != nil {
+		if _, err := netip.ParseAddrPort(dnsdAddr); err != nil {
+			return "", fmt.Errorf("deploy: dnsd address %q: give an IP (e.g. the dnsd Service's ClusterIP) or IP:port", dnsdAddr)
+		}
+	}
+	s := strings.ReplaceAll(coreDNSSection, "DNSD_ADDRESS", dnsdAddr)
+	return strings.ReplaceAll(s, "clusterset.local:53 {", "clusterset.local:"+port+" {"), nil
+}
+
+// mainBlockPort finds the port of a Corefile's root server block, ".:PORT {".
+var mainBlockPort = regexp.MustCompile(`(?m)^\s*\.:(\d+)\s*\{`)
+
+// AddCoreDNSStanza returns corefile with the clusterset section at its
+// top, forwarding to dnsdAddr, as the operator edits a cluster's Corefile:
+// a section already there (the operator's or an earlier one) is replaced,
+// and the section listens on the port of the root server block (53 when
+// the Corefile does not say).
+func AddCoreDNSStanza(corefile, dnsdAddr string) (string, error) {
+	port := "53"
+	if m := mainBlockPort.FindStringSubmatch(corefile); m != nil {
+		port = m[1]
+	}
+	section, err := coreDNSStanza(dnsdAddr, port)
+	if err != nil {
+		return "", err
+	}
+	return section + removeCoreDNSStanza(corefile), nil
+}
+
+// removeCoreDNSStanza drops the lines from a start marker to its end
+// marker, both included.
+func removeCoreDNSStanza(corefile string) string {
+	var b strings.Builder
+	skip := false
+	for line := range strings.SplitAfterSeq(corefile, "\n") {
+		switch {
+		case strings.Contains(line, coreDNSSectionStart):
+			skip = true
+		case strings.Contains(line, coreDNSSectionEnd):
+			skip = false
+		case !skip:
+			b.WriteString(line)
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,313 @@
+package dnsd
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// table is the compiled, immutable form of the store's state that queries
+// read. Only its round-robin counters and cached metric children change,
+// atomically. A change to the state compiles a new table.
+type table struct {
+	// services by "<svc>.<ns>", the bytes a query name holds in a row.
+	services map[string]*service
+	// namespaces that have a service: "<ns>.svc.<zone>" exists.
+	namespaces map[string]struct{}
+	// serial is the zone's SOA serial.
+	serial uint32
+}
+
+// family indexes per-family lists: A or AAAA.
+type family int
+
+const (
+	v4 family = iota
+	v6
+	families
+)
+
+func familyOf(a netip.Addr) family {
+	if a.Is4() {
+		return v4
+	}
+	return v6
+}
+
+// service is one service, ready to answer.
+type service struct {
+	name, namespace string
+	headless        bool
+	// localID is the local cluster's ID, the metrics' source cluster.
+	localID string
+	// targets are "<svc>.<ns>.svc.<zone>", per zone: SRV targets.
+	targets []string
+	// ports of the service; for a headless service also every cluster's.
+	ports    []port
+	exports  []*export
+	clusters map[string]*export
+
+	// A ClusterSetIP service answers, in order of preference, with its
+	// clusterset IPs, the local cluster's address when it is ready, or one
+	// of the eligible clusters' in turn.
+	vip      [families][]*addr
+	local    *export
+	eligible [families][]*export
+	// eligibleAny are the clusters eligible in any family, for SRV.
+	eligibleAny []*export
+	// next are the round-robin counters, per family and for SRV: a
+	// client asking for A and AAAA together must not skip every other
+	// cluster.
+	next [families + 1]atomic.Uint32
+
+	// A headless service answers with the published endpoints of the
+	// connected clusters.
+	published [families][]*addr
+	// withHost are the published endpoints of connected clusters that
+	// have a hostname, for SRV.
+	withHost []*endpoint
+}
+
+// export is one cluster's part of a service.
+type export struct {
+	cluster string
+	// targets are "<cluster>.<svc>.<ns>.svc.<zone>", per zone.
+	targets []string
+	ready   bool
+	// connected: the local cluster, or one the gateway reports connected.
+	connected bool
+	// ips of a ClusterSetIP service.
+	ips [families][]*addr
+	// ports of this cluster; the service's when it has none of its own.
+	ports []port
+	// published endpoints: the ready ones, all with publishNotReady.
+	endpoints []*endpoint
+	byFamily  [families][]*addr
+	hosts     map[string]*endpoint
+}
+
+type endpoint struct {
+	host  string
+	addrs []*addr
+	exp   *export
+	// targets are "<host>.<cluster>.<svc>.<ns>.svc.<zone>", per zone.
+	targets []string
+}
+
+// port is a Port with its name and protocol lower-cased for matching.
+type port struct {
+	name, proto string
+	number      uint16
+}
+
+// addr is one address an answer may carry, with what the metrics need to
+// count it.
+type addr struct {
+	ip      net.IP
+	fam     family
+	cluster string
+	gauge   atomic.Pointer[prometheus.Gauge]
+	svc     *service
+}
+
+// compile builds a table from services and the clusters' connectivity.
+// Services it cannot serve are left out and reported in the error.
+func compile(zones []string, local string, connected map[string]bool, services []Service, serial uint32) (*table, error) {
+	t := &table{
+		services:   make(map[string]*service, len(services)),
+		namespaces: map[string]struct{}{},
+		serial:     serial,
+	}
+	var errs []error
+	for i := range services {
+		in := &services[i]
+		if !isLabel(in.Name) || !isLabel(in.Namespace) {
+			errs = append(errs, fmt.Errorf("service %q in namespace %q: names must be DNS-1123 labels", in.Name, in.Namespace))
+			continue
+		}
+		k := in.Name + "." + in.Namespace
+		if _, dup := t.services[k]; dup {
+			errs = append(errs, fmt.Errorf("service %s/%s: listed twice; the first is served", in.Namespace, in.Name))
+			continue
+		}
+		s, err := compileService(in, zones, local, connected)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		t.services[k] = s
+		t.namespaces[in.Namespace] = struct{}{}
+	}
+	return t, errors.Join(errs...)
+}
+
+func compileService(in *Service, zones []string, local string, connected map[string]bool) (*service, error) {
+	s := &service{
+		name:      in.Name,
+		namespace: in.Namespace,
+		headless:  in.Headless,
+		localID:   local,
+		targets:   withZones(in.Name+"."+in.Namespace+".svc.", zones),
+		ports:     compilePorts(in.Ports),
+		clusters:  make(map[string]*export, len(in.Exports)),
+	}
+	var errs []error
+	for _, ip := range in.ClusterSetIPs {
+		if ip.IsValid() {
+			s.vip[familyOf(ip.Unmap())] = append(s.vip[familyOf(ip.Unmap())], s.newAddr(ip, ""))
+		}
+	}
+	exps := slices.Clone(in.Exports)
+	slices.SortFunc(exps, func(a, b Export) int { return cmp.Compare(a.Cluster, b.Cluster) })
+	for i := range exps {
+		ex := &exps[i]
+		if !isLabel(ex.Cluster) {
+			errs = append(errs, fmt.Errorf("service %s/%s: cluster ID %q is not a DNS-1123 label", in.Namespace, in.Name, ex.Cluster))
+			continue
+		}
+		if _, dup := s.clusters[ex.Cluster]; dup {
+			errs = append(errs, fmt.Errorf("service %s/%s: cluster %s listed twice; the first is served", in.Namespace, in.Name, ex.Cluster))
+			continue
+		}
+		e := s.compileExport(ex, zones, ex.Cluster == local || connected[ex.Cluster])
+		s.exports = append(s.exports, e)
+		s.clusters[e.cluster] = e
+	}
+	if s.headless {
+		for _, e := range s.exports {
+			for _, p := range e.ports {
+				if !slices.Contains(s.ports, p) {
+					s.ports = append(s.ports, p)
+				}
+			}
+			if !e.connected {
+				continue
+			}
+			for f := range families {
+				s.published[f] = append(s.published[f], e.byFamily[f]...)
+			}
+			for _, ep := range e.endpoints {
+				if ep.host != "" {
+					s.withHost = append(s.withHost, ep)
+				}
+			}
+		}
+		return s, errors.Join(errs...)
+	}
+	for _, e := range s.exports {
+		switch {
+		case !e.ready:
+		case e.cluster == local:
+			s.local = e
+		case e.connected:
+			for f := range families {
+				if len(e.ips[f]) > 0 {
+					s.eligible[f] = append(s.eligible[f], e)
+				}
+			}
+			s.eligibleAny = append(s.eligibleAny, e)
+		}
+	}
+	return s, errors.Join(errs...)
+}
+
+func (s *service) compileExport(in *Export, zones []string, connected bool) *export {
+	stem := in.Cluster + "." + s.name + "." + s.namespace + ".svc."
+	e := &export{cluster: in.Cluster, targets: withZones(stem, zones), ready: in.Ready, connected: connected, ports: s.ports}
+	if in.Ports != nil {
+		e.ports = compilePorts(in.Ports)
+	}
+	if !s.headless {
+		for _, ip := range in.IPs {
+			if ip.IsValid() {
+				f := familyOf(ip.Unmap())
+				e.ips[f] = append(e.ips[f], s.newAddr(ip, in.Cluster))
+			}
+		}
+		return e
+	}
+	seen := map[netip.Addr]bool{}
+	for _, pod := range in.Endpoints {
+		if !pod.Ready && !in.PublishNotReady {
+			continue
+		}
+		ep := &endpoint{exp: e}
+		if h := strings.ToLower(pod.Hostname); isLabel(h) {
+			ep.host = h
+			ep.targets = withZones(h+"."+stem, zones)
+		}
+		for _, a := range pod.Addresses {
+			a = a.Unmap()
+			if !a.IsValid() || seen[a] {
+				continue
+			}
+			seen[a] = true
+			ad := s.newAddr(a, e.cluster)
+			ep.addrs = append(ep.addrs, ad)
+			e.byFamily[ad.fam] = append(e.byFamily[ad.fam], ad)
+		}
+		if len(ep.addrs) == 0 {
+			continue
+		}
+		e.endpoints = append(e.endpoints, ep)
+		if ep.host != "" {
+			if e.hosts == nil {
+				e.hosts = map[string]*endpoint{}
+			}
+			if prev, dup := e.hosts[ep.host]; dup {
+				// Two pods claiming one hostname: answer both, as a
+				// cluster-local DNS does for a hostname's addresses.
+				prev.addrs = append(prev.addrs, ep.addrs...)
+				continue
+			}
+			e.hosts[ep.host] = ep
+		}
+	}
+	return e
+}
+
+func (s *service) newAddr(ip netip.Addr, cluster string) *addr {
+	ip = ip.Unmap()
+	return &addr{ip: net.IP(ip.AsSlice()), fam: familyOf(ip), cluster: cluster, svc: s}
+}
+
+// withZones is stem followed by each zone.
+func withZones(stem string, zones []string) []string {
+	out := make([]string, len(zones))
+	for i, z := range zones {
+		out[i] = stem + z
+	}
+	return out
+}
+
+func compilePorts(in []Port) []port {
+	out := make([]port, 0, len(in))
+	for _, p := range in {
+		q := port{name: strings.ToLower(p.Name), proto: strings.ToLower(p.Protocol), number: p.Port}
+		if q.proto == "" {
+			q.proto = "tcp"
+		}
+		if !slices.Contains(out, q) {
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+// hasPort reports whether ports has a named port of protocol proto named
+// name, or of any name when name is nil: whether _<name>._<proto>, or
+// _<proto>, exists.
+func hasPort(ports []port, name, proto []byte) bool {
+	for _, p := range ports {
+		if (name == nil || p.name == string(name)) && p.proto == string(proto) && p.name != "" {
+			return true
+		}
+	}
+	return false
+}
