@@ -47,6 +47,9 @@ type Config struct {
 	// Globalnet, if set, translates between this cluster's addresses and
 	// its global CIDR; see globalnet.go.
 	Globalnet *Globalnet `json:"globalnet,omitempty"`
+	// HealthCheck tunes the probes to the remotes' healthCheckIPs; see
+	// health.go.
+	HealthCheck *HealthCheck `json:"healthCheck,omitempty"`
 }
 
 // Cluster is the local cluster.
@@ -61,6 +64,9 @@ type TUN struct {
 	Name string `json:"name,omitempty"`
 	// Address, if set, is assigned to the device (a bare IP gets a host
 	// prefix) and is the source of the ICMP errors the gateway generates.
+	// It is also this gateway's health-check address (its Endpoint's
+	// healthCheckIP): probes leave from it, and the gateway answers the
+	// remotes' probes to it.
 	Address string `json:"address,omitempty"`
 	// MTU overrides the derived MTU (UnderlayMTU less transport overhead).
 	// Packets larger than the derived MTU are still refused with an ICMP
@@ -110,10 +116,14 @@ type Remote struct {
 	// what is routed to the remote and what its packets may come from.
 	GlobalCIDR string `json:"globalCIDR,omitempty"`
 	// Endpoint is the remote gateway's underlay address, "IP" or "IP:port".
-	Endpoint  string                 `json:"endpoint"`
-	WireGuard *WireGuardRemoteConfig `json:"wireguard,omitempty"`
-	VXLAN     *VXLANRemoteConfig     `json:"vxlan,omitempty"`
-	ESP       *ESPRemoteConfig       `json:"esp,omitempty"`
+	Endpoint string `json:"endpoint"`
+	// HealthCheckIP is the remote gateway's health-check address (its
+	// tun.address; in Kubernetes its Endpoint's healthCheckIP). When set,
+	// the gateway probes it, and answers probes from it.
+	HealthCheckIP string                 `json:"healthCheckIP,omitempty"`
+	WireGuard     *WireGuardRemoteConfig `json:"wireguard,omitempty"`
+	VXLAN         *VXLANRemoteConfig     `json:"vxlan,omitempty"`
+	ESP           *ESPRemoteConfig       `json:"esp,omitempty"`
 }
 
 // WireGuardRemoteConfig is a remote gateway's WireGuard identity.
@@ -143,6 +153,7 @@ type spec struct {
 	tunAddr         netip.Prefix // zero if unset
 	port            uint16
 	globalnet       *globalnetSpec // nil when Globalnet is off
+	health          *healthSpec
 }
 
 type remoteSpec struct {
@@ -291,6 +302,7 @@ func (c *Config) build() (*spec, error) {
 		s.remotes = append(s.remotes, rs)
 	}
 	c.buildGlobalnet(&errs, s)
+	c.buildHealth(&errs, s)
 	if c.Transport.Type == TransportESP {
 		c.buildESP(&errs, s)
 	}

@@ -10,9 +10,15 @@ const (
 	dropSpoofedSource                    // ingress: the inner source is not the sending cluster's
 	dropBadDestination                   // ingress: the destination is not in this cluster
 	dropTooBig                           // egress: larger than the tunnel MTU
-	dropSendFailed                       // egress: the transport refused the batch
+	dropSendFailed                       // the transport refused the batch, or a probe or echo reply
 	dropTUNWrite                         // ingress: the TUN device refused the batch
 	dropTranslate                        // the translator refused the packet
+	// ingress, to the health address from a remote's healthCheckIP: not
+	// an echo request or reply that can be answered or matched (bad
+	// checksum, fragmented, an echo request over 1280 bytes)
+	dropHealthMalformed
+	dropHealthUnmatched   // ingress: an echo reply to no probe awaiting one (late or duplicate)
+	dropHealthRateLimited // ingress: an echo request beyond the answers allowed per second
 	numDropReasons
 )
 
@@ -25,6 +31,10 @@ var dropNames = [numDropReasons]string{
 	dropSendFailed:     "send_failed",
 	dropTUNWrite:       "tun_write_failed",
 	dropTranslate:      "translate",
+
+	dropHealthMalformed:   "health_malformed",
+	dropHealthUnmatched:   "health_unmatched",
+	dropHealthRateLimited: "health_rate_limited",
 }
 
 func (r dropReason) String() string { return dropNames[r] }

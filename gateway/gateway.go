@@ -6,6 +6,8 @@
 // whose inner source does not belong to the sending cluster, and writes the
 // rest to the device. With Globalnet, remotes are known by their global CIDRs
 // and the NAT engine (package natengine) translates every packet on the way.
+// With a tun.address and the remotes' healthCheckIPs, the gateway probes each
+// remote gateway through the tunnel and answers its probes (health.go).
 //
 // Concurrency: one goroutine reads the device; transports call Deliver from
 // their own goroutines, possibly at once. Routing tables are immutable after
@@ -55,6 +57,9 @@ type Gateway struct {
 	tr    transport.Transport
 	log   *slog.Logger
 	xlate Translator
+	// globalnet is the Globalnet section in force, for /status: the
+	// spec's at first, replaced by updateGlobalnet.
+	globalnet atomic.Pointer[globalnetSpec]
 
 	remoteRoutes *routeTable // destination → remote index
 	localRoutes  *routeTable // this cluster's own CIDRs (and TUN address) → 0
@@ -74,6 +79,7 @@ type Gateway struct {
 	publicKey    string
 
 	scratch   sync.Pool // *deliverScratch
+	health    *health   // nil without a tun.address or remote healthCheckIPs
 	closeOnce sync.Once
 	closed    chan struct{}
 }
@@ -117,6 +123,9 @@ func newGateway(s *spec, opts Options) *Gateway {
 	if g.log == nil {
 		g.log = slog.Default()
 	}
+	if s.globalnet != nil {
+		g.globalnet.Store(s.globalnet)
+	}
 	var remote, local []route
 	for i, r := range s.remotes {
 		for _, p := range r.cidrs {
@@ -140,6 +149,7 @@ func newGateway(s *spec, opts Options) *Gateway {
 		g.globalRoutes = newRouteTable([]route{{s.globalnet.rules.Global, 0}})
 	}
 	g.scratch.New = func() any { return newDeliverScratch(len(s.remotes)) }
+	g.health = newHealth(s)
 	g.tick()
 	return g
 }
@@ -173,6 +183,9 @@ func (g *Gateway) Run(ctx context.Context, dev tun.Device) error {
 		g.Close()
 	}()
 	go g.clock()
+	if g.health != nil && g.health.probing() {
+		go g.probeLoop()
+	}
 	err := g.readLoop(dev)
 	select {
 	case <-g.closed:
@@ -217,6 +230,9 @@ func (g *Gateway) tick() {
 	sec := t.Unix()
 	if g.now.Swap(sec) != sec {
 		g.tooBigBudget.Store(maxTooBigPerSecond)
+		if g.health != nil {
+			g.health.budget.Store(g.health.perSec)
+		}
 	}
 }
 
@@ -360,7 +376,9 @@ func newDeliverScratch(remotes int) *deliverScratch {
 
 // Deliver is the ingress path: transport → anti-spoofing → (with Globalnet:
 // a destination in the global CIDR → translation) → a local destination →
-// device. It implements transport.Deliverer.
+// device. It implements transport.Deliverer. Health probes and their replies
+// to the health address leave the path first, untranslated: the gateway
+// answers or matches them itself.
 func (g *Gateway) Deliver(peer int, bufs [][]byte, offset int) {
 	sc := g.scratch.Get().(*deliverScratch)
 	out := sc.out[:0]
@@ -369,6 +387,9 @@ func (g *Gateway) Deliver(peer int, bufs [][]byte, offset int) {
 		pkt := b[offset:]
 		if p.Decode(pkt) != packet.DropNone {
 			g.peerCounters(peer).drops[dropMalformed].Add(1)
+			continue
+		}
+		if h := g.health; h != nil && p.Proto == h.proto && p.Dst == h.addr && g.healthReceive(peer, pkt[:p.Length], p) {
 			continue
 		}
 		src := g.remoteRoutes.lookup(p.Version, &p.Src)

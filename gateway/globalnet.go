@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
@@ -292,6 +293,20 @@ func (gs *globalnetSpec) status() *GlobalnetStatus {
 type globalnetSpec struct {
 	rules    natengine.Rules
 	maxFlows int
+}
+
+// updateGlobalnet swaps the NAT engine's rules for those of gs, keeping
+// every flow they still give, and shows them in /status.
+func (g *Gateway) updateGlobalnet(gs *globalnetSpec) error {
+	e, ok := g.xlate.(*natengine.Engine)
+	if !ok {
+		return errors.New("globalnet: the gateway's translator is not the NAT engine")
+	}
+	if err := e.SetRules(gs.rules); err != nil {
+		return fmt.Errorf("globalnet: %w", err)
+	}
+	g.globalnet.Store(gs)
+	return nil
 }
 
 // startNAT runs the Globalnet engine as the gateway's translator. Its clock

@@ -25,6 +25,13 @@ var (
 
 func startGlobalnetPair(t *testing.T) (c1, c2 *cluster) {
 	t.Helper()
+	return startGlobalnetPairWith(t, nil)
+}
+
+// startGlobalnetPairWith is startGlobalnetPair with the configurations
+// changed by mod first.
+func startGlobalnetPairWith(t *testing.T, mod func(cfg1, cfg2 *gateway.Config)) (c1, c2 *cluster) {
+	t.Helper()
 	p1, p2 := freeUDPPort(t), freeUDPPort(t)
 	mk := func(id, global string, port int, remote, remoteGlobal string, remotePort int) gateway.Config {
 		return gateway.Config{
@@ -40,6 +47,9 @@ func startGlobalnetPair(t *testing.T) (c1, c2 *cluster) {
 	cfg1 := mk("c1", "242.1.0.0/16", p1, "c2", "242.2.0.0/16", p2)
 	cfg2 := mk("c2", "242.2.0.0/16", p2, "c1", "242.1.0.0/16", p1)
 	cfg2.Globalnet.Ingress = []gateway.GlobalIngress{{Name: "db-0", Kind: gateway.IngressKindHeadlessPod, GlobalIP: dbGlobal.String(), LocalIP: samePod.String()}}
+	if mod != nil {
+		mod(&cfg1, &cfg2)
+	}
 	return start(t, cfg1, []netip.Addr{samePod}), start(t, cfg2, []netip.Addr{samePod})
 }
 

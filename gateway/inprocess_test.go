@@ -47,6 +47,12 @@ func freeUDPPort(t *testing.T) int {
 // owns the pod addresses listed.
 func startPair(t *testing.T, transport string, pods1, pods2 []netip.Addr) (c1, c2 *cluster) {
 	t.Helper()
+	return startPairWith(t, transport, pods1, pods2, nil)
+}
+
+// startPairWith is startPair with the configurations changed by mod first.
+func startPairWith(t *testing.T, transport string, pods1, pods2 []netip.Addr, mod func(cfg1, cfg2 *gateway.Config)) (c1, c2 *cluster) {
+	t.Helper()
 	dir := t.TempDir()
 	p1, p2 := freeUDPPort(t), freeUDPPort(t)
 	mk := func(id, pod, svc string, port int) gateway.Config {
@@ -81,6 +87,9 @@ func startPair(t *testing.T, transport string, pods1, pods2 []netip.Addr) (c1, c
 	}
 	cfg1.Remotes = []gateway.Remote{r2}
 	cfg2.Remotes = []gateway.Remote{r1}
+	if mod != nil {
+		mod(&cfg1, &cfg2)
+	}
 	return start(t, cfg1, pods1), start(t, cfg2, pods2)
 }
 

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -24,6 +25,12 @@ var (
 	descTxPkts  = prometheus.NewDesc("snorkel_gateway_tx_packets_total", "Packets read from the device and sent to a remote cluster.", []string{"remote_cluster"}, nil)
 	descDrops   = prometheus.NewDesc("snorkel_gateway_drops_total", "Packets the gateway discarded, by remote cluster (empty if none) and reason.", []string{"remote_cluster", "reason"}, nil)
 	descTrDrops = prometheus.NewDesc("snorkel_transport_drops_total", "Packets the transport discarded, by remote cluster (empty if unknown) and reason.", []string{"remote_cluster", "reason"}, nil)
+
+	descLatency     = prometheus.NewDesc("submariner_connection_latency_seconds", "Round-trip time of the last health probe answered (by cable driver and cable).", cableLabels, nil)
+	descRTT         = prometheus.NewDesc("snorkel_connection_rtt_seconds", "Round-trip times of the last 64 health probes answered, by remote cluster and statistic: last, min, average, max, stddev.", []string{"remote_cluster", "stat"}, nil)
+	descProbesSent  = prometheus.NewDesc("snorkel_health_probes_sent_total", "Health probes sent to a remote gateway.", []string{"remote_cluster"}, nil)
+	descProbesRecvd = prometheus.NewDesc("snorkel_health_probes_received_total", "Health probes a remote gateway answered in time.", []string{"remote_cluster"}, nil)
+	descProbesLost  = prometheus.NewDesc("snorkel_health_probes_lost_total", "Health probes unanswered when the next was due.", []string{"remote_cluster"}, nil)
 
 	descNATFlows     = prometheus.NewDesc("snorkel_nat_flows", "Globalnet connection-tracking entries now.", nil, nil)
 	descNATFragments = prometheus.NewDesc("snorkel_nat_fragments", "Globalnet first fragments whose followers are awaited now.", nil, nil)
@@ -45,6 +52,7 @@ type flowLister interface {
 // Describe implements prometheus.Collector.
 func (g *Gateway) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRxBytes, descTxBytes, descConns, descRxPkts, descTxPkts, descDrops, descTrDrops,
+		descLatency, descRTT, descProbesSent, descProbesRecvd, descProbesLost,
 		descNATFlows, descNATFragments, descNATCreated, descNATRemoved, descNATDrops} {
 		ch <- d
 	}
@@ -66,6 +74,9 @@ func (g *Gateway) Collect(ch chan<- prometheus.Metric) {
 		for reason, n := range r.Drops {
 			ch <- prometheus.MustNewConstMetric(descDrops, prometheus.CounterValue, float64(n), r.Cluster, reason)
 		}
+		if h := r.Health; h != nil {
+			collectHealth(ch, r.Cluster, h, lbl)
+		}
 	}
 	for reason, n := range st.Unattributed {
 		ch <- prometheus.MustNewConstMetric(descDrops, prometheus.CounterValue, float64(n), "", reason)
@@ -84,6 +95,25 @@ func (g *Gateway) Collect(ch chan<- prometheus.Metric) {
 		for reason, v := range n.Drops {
 			ch <- prometheus.MustNewConstMetric(descNATDrops, prometheus.CounterValue, float64(v), reason)
 		}
+	}
+}
+
+// collectHealth reports the probes to remote cluster; lbl are its cable
+// labels.
+func collectHealth(ch chan<- prometheus.Metric, cluster string, h *HealthStatus, lbl []string) {
+	ch <- prometheus.MustNewConstMetric(descProbesSent, prometheus.CounterValue, float64(h.Sent), cluster)
+	ch <- prometheus.MustNewConstMetric(descProbesRecvd, prometheus.CounterValue, float64(h.Received), cluster)
+	ch <- prometheus.MustNewConstMetric(descProbesLost, prometheus.CounterValue, float64(h.Lost), cluster)
+	rtt := h.RTT
+	if rtt == nil {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(descLatency, prometheus.GaugeValue, rtt.Last.Seconds(), lbl...)
+	for _, s := range []struct {
+		name string
+		d    time.Duration
+	}{{"last", rtt.Last}, {"min", rtt.Min}, {"average", rtt.Average}, {"max", rtt.Max}, {"stddev", rtt.StdDev}} {
+		ch <- prometheus.MustNewConstMetric(descRTT, prometheus.GaugeValue, s.d.Seconds(), cluster, s.name)
 	}
 }
 
@@ -138,8 +168,8 @@ func (g *Gateway) Stats() Stats {
 		PublicKey:    g.publicKey,
 		Unattributed: g.unattributed().dropMap(),
 	}
-	if g.spec.globalnet != nil {
-		st.Globalnet = g.spec.globalnet.status()
+	if gs := g.globalnet.Load(); gs != nil {
+		st.Globalnet = gs.status()
 		if nc, ok := g.xlate.(natCounter); ok {
 			st.Globalnet.NAT = natStatus(nc.Stats())
 		}
@@ -159,7 +189,7 @@ func (g *Gateway) Stats() Stats {
 		if i < len(ipsec) {
 			is = &ipsec[i]
 		}
-		st.Remotes = append(st.Remotes, RemoteStats{
+		rs := RemoteStats{
 			Cluster:   r.id,
 			Endpoint:  endpointString(r.endpoint),
 			TxPackets: c.txPackets.Load(),
@@ -169,21 +199,26 @@ func (g *Gateway) Stats() Stats {
 			Drops:     c.dropMap(),
 			Status:    connectionStatus(now, c.lastRx.Load()),
 			IPsec:     is,
-		})
+		}
+		if g.health != nil && g.health.probers[i] != nil {
+			rs.Status, rs.StatusMessage, rs.Health = g.health.probers[i].snapshot()
+		}
+		st.Remotes = append(st.Remotes, rs)
 	}
 	return st
 }
 
-// connectionStatus uses Submariner's words: a cable is "connected" while
-// traffic arrives from the remote, "connecting" before any has.
+// connectionStatus is the status of a remote that is not probed, in
+// Submariner's words: a cable is "connected" while traffic arrives from the
+// remote, "connecting" before any has.
 func connectionStatus(now, lastRx int64) string {
 	switch {
 	case lastRx == 0:
-		return "connecting"
+		return statusConnecting
 	case now-lastRx <= connectedWindow:
-		return "connected"
+		return statusConnected
 	default:
-		return "error"
+		return statusError
 	}
 }
 

@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"reflect"
@@ -62,13 +61,13 @@ func (r *Runner) Apply(ctx context.Context, cfg Config) error {
 			return nil
 		}
 		if rulesOnly(&r.cur.cfg, &cfg) {
-			if e, ok := r.cur.g.xlate.(*natengine.Engine); ok {
+			if _, ok := r.cur.g.xlate.(*natengine.Engine); ok {
 				s, err := cfg.build()
 				if err != nil {
 					return err
 				}
-				if err := e.SetRules(s.globalnet.rules); err != nil {
-					return fmt.Errorf("globalnet: %w", err)
+				if err := r.cur.g.updateGlobalnet(s.globalnet); err != nil {
+					return err
 				}
 				r.cur.cfg = cfg
 				r.log.Info("globalnet rules updated", "pools", len(cfg.Globalnet.EgressPools), "ingress", len(cfg.Globalnet.Ingress))
@@ -110,6 +109,9 @@ func (r *Runner) start(cfg Config) (*running, error) {
 	if err != nil {
 		g.Close()
 		return nil, err
+	}
+	if sys.Warning != "" {
+		r.log.Warn(sys.Warning)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cur := &running{cfg: cfg, g: g, sys: sys, h: g.Handler(), cancel: cancel, done: make(chan error, 1)}

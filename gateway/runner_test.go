@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/vishvananda/netlink"
@@ -46,6 +47,9 @@ func TestRunnerFollowsConfigs(t *testing.T) {
 		}
 		if dst := ingressTo(r, "242.2.0.9", "242.1.0.202"); dst != "10.88.0.20" {
 			t.Errorf("a packet to the new ingress address went to %s, want 10.88.0.20", dst)
+		}
+		if st, _ := r.Stats(); st.Globalnet == nil || !slices.ContainsFunc(st.Globalnet.Ingress, func(in IngressStatus) bool { return in.Name == "api" }) {
+			t.Errorf("/status does not show the new ingress address: %+v", st.Globalnet)
 		}
 
 		moved := more

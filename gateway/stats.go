@@ -20,7 +20,15 @@ type RemoteStats struct {
 	RxPackets uint64            `json:"rxPackets"`
 	RxBytes   uint64            `json:"rxBytes"`
 	Drops     map[string]uint64 `json:"drops,omitempty"`
-	Status    string            `json:"status"`
+	// Status is Submariner's connection status: connecting, connected or
+	// error. With health probes it follows them; without, a remote is
+	// connected while traffic arrives from it.
+	Status string `json:"status"`
+	// StatusMessage says why the status is error.
+	StatusMessage string `json:"statusMessage,omitempty"`
+	// Health is set when the gateway probes the remote: probe counters and
+	// round-trip times. Probes are not counted in the Tx and Rx counters.
+	Health *HealthStatus `json:"health,omitempty"`
 	// IPsec is the IKE state with the remote, for the esp transport.
 	IPsec *IPsecStatus `json:"ipsec,omitempty"`
 }

@@ -62,7 +62,7 @@ func newWireGuard(s *spec, d transport.Deliverer, log *slog.Logger) (transport.T
 		peer := wireguard.Peer{
 			PublicKey:  pk,
 			Endpoint:   s.remotes[i].endpoint,
-			AllowedIPs: s.remotes[i].cidrs,
+			AllowedIPs: s.allowedIPs(i),
 		}
 		if r.WireGuard.PresharedKeyFile != "" {
 			psk, err := readKeyFile(r.WireGuard.PresharedKeyFile)

@@ -15,6 +15,10 @@ import (
 // System is what OpenTUN changed on the host, so that Undo can remove exactly
 // that and nothing else.
 type System struct {
+	// Warning says what the gateway could not set up and what that
+	// costs; empty when everything is in place.
+	Warning string
+
 	link   netlink.Link
 	addr   *netlink.Addr
 	routes []netlink.Route
@@ -56,10 +60,11 @@ func OpenTUN(cfg *Config, mtu int) (tun.Device, *System, error) {
 	_ = netlink.LinkSetIP6AddrGenMode(sys.link, nl.IN6_ADDR_GEN_MODE_NONE)
 	// The gateway's ICMP errors come from the device's own address; without
 	// accept_local the kernel drops them as martians (a local source arriving
-	// from outside), and pods never learn the path MTU.
+	// from outside), and pods never learn the path MTU. An unprivileged
+	// container sees /proc/sys read-only: the gateway still carries traffic.
 	if s.tunAddr.IsValid() && s.tunAddr.Addr().Is4() {
 		if err := os.WriteFile("/proc/sys/net/ipv4/conf/"+name+"/accept_local", []byte("1"), 0o644); err != nil {
-			return fail(fmt.Errorf("gateway: let %s accept the gateway's own ICMP errors: %w", name, err))
+			sys.Warning = fmt.Sprintf("cannot set net.ipv4.conf.%s.accept_local=1 (%v): the node drops the gateway's own ICMP errors, so pods may not learn the tunnel's path MTU; set it on the node, or lower the pods' MTU", name, err)
 		}
 	}
 	if err := netlink.LinkSetUp(sys.link); err != nil {

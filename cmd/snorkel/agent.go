@@ -168,8 +168,9 @@ func (configFile) Status() []agent.RemoteStatus { return nil }
 // inProcess is the gateway running in the agent's process.
 type inProcess struct{ *gateway.Runner }
 
-// Status reports each remote as the gateway sees it: connected while
-// traffic arrives from it.
+// Status reports each remote as the gateway sees it: from its health
+// probes, with their round-trip times, or, for a remote without a
+// health-check address, connected while traffic arrives from it.
 func (d inProcess) Status() []agent.RemoteStatus {
 	st, ok := d.Stats()
 	if !ok {
@@ -177,8 +178,14 @@ func (d inProcess) Status() []agent.RemoteStatus {
 	}
 	out := make([]agent.RemoteStatus, 0, len(st.Remotes))
 	for _, r := range st.Remotes {
-		rs := agent.RemoteStatus{ID: r.Cluster, Status: submv1.ConnectionStatus(r.Status)}
-		if r.IPsec != nil && r.IPsec.LastError != "" {
+		rs := agent.RemoteStatus{ID: r.Cluster, Status: submv1.ConnectionStatus(r.Status), Message: r.StatusMessage}
+		if r.Health != nil && r.Health.RTT != nil {
+			rtt := agent.RTT(*r.Health.RTT)
+			rs.RTT = &rtt
+		}
+		// An IKE failure explains a connection that is not up; once
+		// probes come back, the tunnel works whatever IKE last said.
+		if r.IPsec != nil && r.IPsec.LastError != "" && rs.Status != submv1.Connected {
 			rs.Status, rs.Message = submv1.ConnectionError, r.IPsec.LastError
 		}
 		out = append(out, rs)

@@ -60,6 +60,9 @@ func runGateway(args []string) error {
 		g.Close()
 		return err
 	}
+	if sys.Warning != "" {
+		log.Warn(sys.Warning)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 

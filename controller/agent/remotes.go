@@ -34,11 +34,15 @@ type local struct {
 	// the pod and service CIDRs, or the global CIDR under Globalnet.
 	cidrs     []netip.Prefix
 	globalnet bool
+	// healthIP is this gateway's health-check address; invalid when it
+	// has none, and then it probes nobody.
+	healthIP netip.Addr
 }
 
 func newLocal(c *Config) local {
 	m := c.Member
 	l := local{clusterID: m.ClusterID, driver: m.CableDriver, port: c.Port, globalnet: m.GlobalCIDR != ""}
+	l.healthIP, _ = netip.ParseAddr(c.HealthCheckIP)
 	ranges := append(append([]string(nil), m.ClusterCIDRs...), m.ServiceCIDRs...)
 	if l.globalnet {
 		ranges = []string{m.GlobalCIDR}
@@ -119,7 +123,7 @@ func makePeer(l local, e *submv1.Endpoint, c *submv1.Cluster) peer {
 		}
 		port = int(v)
 	}
-	r := &gateway.Remote{ID: id, Endpoint: netip.AddrPortFrom(addr, uint16(port)).String()}
+	r := &gateway.Remote{ID: id, Endpoint: netip.AddrPortFrom(addr, uint16(port)).String(), HealthCheckIP: l.probeAddress(e.Spec.HealthCheckIP)}
 
 	switch {
 	case c != nil:
@@ -214,4 +218,25 @@ func remotes(peers []peer) []gateway.Remote {
 	}
 	slices.SortFunc(out, func(a, b gateway.Remote) int { return cmp.Compare(a.ID, b.ID) })
 	return out
+}
+
+// probeAddress is the remote health-check address s if this gateway can
+// probe it, else "": this gateway has a health-check address of the same
+// IP version, and s is a unicast address outside this cluster's ranges
+// (and, without Globalnet, not this gateway's own). A remote without one
+// is connected as long as traffic arrives from it.
+func (l local) probeAddress(s string) string {
+	a, err := netip.ParseAddr(s)
+	if err != nil || a.Zone() != "" || !l.healthIP.IsValid() || a.Is4() != l.healthIP.Is4() {
+		return ""
+	}
+	if !a.IsGlobalUnicast() || a.IsLinkLocalUnicast() || (!l.globalnet && a == l.healthIP) {
+		return ""
+	}
+	for _, p := range l.cidrs {
+		if p.Contains(a) {
+			return ""
+		}
+	}
+	return a.String()
 }

@@ -304,3 +304,29 @@ func TestGatewayConfigFillsTheTemplate(t *testing.T) {
 		t.Errorf("built with the IPAM's rules\n %+v\nwant\n %+v", withRules.Globalnet, want.Globalnet)
 	}
 }
+
+func TestProbeAddress(t *testing.T) {
+	plain := local{cidrs: []netip.Prefix{netip.MustParsePrefix("10.8.0.0/16"), netip.MustParsePrefix("10.88.0.0/16")}, healthIP: netip.MustParseAddr("10.8.0.1")}
+	global := local{cidrs: []netip.Prefix{netip.MustParsePrefix("242.1.0.0/16")}, globalnet: true, healthIP: netip.MustParseAddr("10.7.0.1")}
+	for _, c := range []struct {
+		l        local
+		endpoint string
+		want     string
+	}{
+		{plain, "10.9.0.1", "10.9.0.1"},
+		{plain, "", ""},
+		{plain, "not-an-ip", ""},
+		{plain, "fd00::1", ""},           // another IP version than ours
+		{plain, "10.8.3.3", ""},          // inside this cluster
+		{plain, "10.8.0.1", ""},          // ours
+		{plain, "169.254.1.1", ""},       // link-local
+		{plain, "224.0.0.1", ""},         // multicast
+		{global, "10.7.0.1", "10.7.0.1"}, // Globalnet: the same address on both sides
+		{global, "242.1.0.9", ""},        // inside this cluster's global CIDR
+		{local{}, "10.9.0.1", ""},        // this gateway has no health-check address
+	} {
+		if got := c.l.probeAddress(c.endpoint); got != c.want {
+			t.Errorf("probeAddress(%q) with local health IP %v = %q, want %q", c.endpoint, c.l.healthIP, got, c.want)
+		}
+	}
+}

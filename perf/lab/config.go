@@ -70,6 +70,9 @@ func (p *Plan) gatewayConfig(c *ClusterPlan, transport, stateDir string, publicK
 		rc := gateway.Remote{
 			ID:       r.Spec.ID,
 			Endpoint: r.Gateway.Endpoint().String(),
+			// Each gateway probes the other's node address, its TUN
+			// address.
+			HealthCheckIP: r.Gateway.NodeIP.String(),
 		}
 		if p.Globalnet() {
 			// The remote's own CIDRs are this cluster's too: only its

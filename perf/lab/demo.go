@@ -60,6 +60,11 @@ func (l *Lab) Demo(ctx context.Context, w io.Writer) []Check {
 		checks = append(checks, c)
 		fmt.Fprintln(w, c)
 	}
+	if l.Transport != TransportKernel {
+		for _, c := range l.healthChecks(ctx) {
+			report(c)
+		}
+	}
 	if l.Kube {
 		for _, c := range l.importChecks(ctx) {
 			report(c)

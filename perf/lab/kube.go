@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -74,6 +75,10 @@ func (l *Lab) startKube(ctx context.Context) error {
 	for _, c := range l.Plan.Clusters {
 		names = append(names, c.Spec.ID)
 		cidrs = append(cidrs, c.Spec.ServiceCIDR.String())
+	}
+	// What a lab that was not cleaned up left is stale: start afresh.
+	if err := os.RemoveAll(filepath.Join(l.StateDir, kubeDir)); err != nil {
+		return fmt.Errorf("lab: %w", err)
 	}
 	servers := make([]*kubelocal.Server, len(names))
 	errs := make([]error, len(names))

@@ -44,6 +44,8 @@ func (t *Topology) save() error {
 	if t.opts.StateFile == "" {
 		return nil
 	}
+	t.saveMu.Lock()
+	defer t.saveMu.Unlock()
 	b, err := json.MarshalIndent(t.State(), "", "  ")
 	if err != nil {
 		return fmt.Errorf("topo: encode state: %w", err)

@@ -38,6 +38,9 @@ type Topology struct {
 	mu    sync.Mutex
 	nss   []*NS
 	procs []*Process
+	// saveMu keeps concurrent saves (processes started in parallel) from
+	// sharing the temporary file.
+	saveMu sync.Mutex
 }
 
 var prefixRE = regexp.MustCompile(`^[a-z0-9][-a-z0-9]{0,15}$`)

@@ -1,9 +1,11 @@
 package topo
 
 import (
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 )
 
@@ -102,5 +104,41 @@ func TestStateRoundTrip(t *testing.T) {
 	}
 	if _, err := os.Stat(file); !os.IsNotExist(err) {
 		t.Errorf("state file still there after a clean Close: %v", err)
+	}
+}
+
+// TestConcurrentSaves saves from many goroutines at once, as processes
+// started in parallel do: every save succeeds and the file holds the last
+// state.
+func TestConcurrentSaves(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "state.json")
+	tp, err := New(Options{Prefix: "tsave-", LogDir: dir, StateFile: file, Binary: "/bin/true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 32)
+	for i := range 32 {
+		wg.Go(func() {
+			tp.mu.Lock()
+			tp.procs = append(tp.procs, &Process{Name: fmt.Sprintf("p%d", i), NS: "tsave-x", PID: 1 << 30})
+			tp.mu.Unlock()
+			errs <- tp.save()
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(got.State().Processes); n != 32 {
+		t.Errorf("the state file records %d processes, want 32", n)
 	}
 }

@@ -1,0 +1,108 @@
+package gateway_test
+
+import (
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/snorkel-net/snorkel/gateway"
+)
+
+// healthOn gives both gateways of a pair their health addresses and fast
+// probes: every 100ms, in error after 3 lost in a row.
+func healthOn(addr1, addr2 string) func(cfg1, cfg2 *gateway.Config) {
+	return func(cfg1, cfg2 *gateway.Config) {
+		hc := func() *gateway.HealthCheck { return &gateway.HealthCheck{Interval: "100ms", MaxPacketLossCount: 3} }
+		cfg1.TUN.Address, cfg1.HealthCheck, cfg1.Remotes[0].HealthCheckIP = addr1, hc(), addr2
+		cfg2.TUN.Address, cfg2.HealthCheck, cfg2.Remotes[0].HealthCheckIP = addr2, hc(), addr1
+	}
+}
+
+// waitRemote polls c's view of its only remote until ok holds, failing t
+// after limit.
+func waitRemote(t *testing.T, c *cluster, limit time.Duration, what string, ok func(gateway.RemoteStats) bool) gateway.RemoteStats {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		r := c.gw.Stats().Remotes[0]
+		if ok(r) {
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not %s within %s: %+v, health %+v", c.cfg.Cluster.ID, what, limit, r, r.Health)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// measured holds once probes have been answered and timed.
+func measured(r gateway.RemoteStats) bool {
+	return r.Status == "connected" && r.Health != nil && r.Health.Received >= 2 && r.Health.RTT != nil
+}
+
+func TestInProcessHealthProbes(t *testing.T) {
+	for _, tr := range gateway.Transports {
+		t.Run(tr, func(t *testing.T) {
+			// The health addresses lie outside both clusters' CIDRs:
+			// WireGuard's cryptokey routing must allow them too.
+			c1, c2 := startPairWith(t, tr, []netip.Addr{pod1}, []netip.Addr{pod2}, healthOn("100.64.0.1", "100.64.0.2"))
+			for _, c := range []*cluster{c1, c2} {
+				r := waitRemote(t, c, 20*time.Second, "connected with a measured RTT", measured)
+				if r.RxPackets != 0 || r.TxPackets != 0 {
+					t.Errorf("%s counted traffic (rx %d, tx %d) where only probes flowed: probes must not pass the device", c.cfg.Cluster.ID, r.RxPackets, r.TxPackets)
+				}
+				if rtt := r.Health.RTT; rtt.Min <= 0 || rtt.Min > rtt.Average || rtt.Average > rtt.Max || rtt.Last < rtt.Min || rtt.Last > rtt.Max {
+					t.Errorf("%s: RTT %+v is not ordered min ≤ average, last ≤ max", c.cfg.Cluster.ID, rtt)
+				}
+			}
+
+			srv := httptest.NewServer(c1.gw.Handler())
+			defer srv.Close()
+			metrics := getText(t, srv.URL+"/metrics")
+			for _, want := range []string{
+				`submariner_connection_latency_seconds{cable_driver="` + tr + `",local_cluster="c1"`,
+				`snorkel_connection_rtt_seconds{remote_cluster="c2",stat="average"}`,
+				`snorkel_health_probes_sent_total{remote_cluster="c2"}`,
+				`snorkel_health_probes_received_total{remote_cluster="c2"}`,
+				`remote_cluster="c2",remote_endpoint_ip="127.0.0.1:`,
+			} {
+				if !strings.Contains(metrics, want) {
+					t.Errorf("/metrics lacks %s:\n%s", want, metrics)
+				}
+			}
+			if !strings.Contains(metrics, `status="connected"} 1`) {
+				t.Errorf("submariner_connections does not say connected:\n%s", metrics)
+			}
+			var st gateway.Stats
+			getJSON(t, srv.URL+"/status", &st)
+			if h := st.Remotes[0].Health; h == nil || h.RTT == nil || h.RTT.Average <= 0 || h.HealthCheckIP != netip.MustParseAddr("100.64.0.2") {
+				t.Errorf("/status health %+v, want the RTT of probes to 100.64.0.2", h)
+			}
+
+			c2.gw.Close()
+			r := waitRemote(t, c1, 10*time.Second, "in error", func(r gateway.RemoteStats) bool { return r.Status == "error" })
+			if want := "no reply to the last 3 health probes to 100.64.0.2"; r.StatusMessage != want {
+				t.Errorf("status message %q, want %q", r.StatusMessage, want)
+			}
+		})
+	}
+}
+
+func TestInProcessHealthProbesWithGlobalnet(t *testing.T) {
+	// The clusters overlap and so do their gateways' addresses: the probes
+	// are told apart by the tunnel they come through, and never translated.
+	c1, c2 := startGlobalnetPairWith(t, healthOn("10.7.255.254", "10.7.255.254"))
+	for _, c := range []*cluster{c1, c2} {
+		waitRemote(t, c, 20*time.Second, "connected with a measured RTT", measured)
+		if nat := c.gw.Stats().Globalnet.NAT; nat.Created != 0 || nat.Flows != 0 || len(nat.Drops) != 0 {
+			t.Errorf("%s: the NAT engine saw the probes: %+v", c.cfg.Cluster.ID, nat)
+		}
+	}
+	c2.gw.Close()
+	r := waitRemote(t, c1, 10*time.Second, "in error", func(r gateway.RemoteStats) bool { return r.Status == "error" })
+	if !strings.Contains(r.StatusMessage, "10.7.255.254") {
+		t.Errorf("status message %q does not name the probed address", r.StatusMessage)
+	}
+}
