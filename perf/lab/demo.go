@@ -17,7 +17,7 @@ import (
 
 // Check is the outcome of one demo check.
 type Check struct {
-	Kind   string // ping, http, balance, bulk
+	Kind   string // ping, http, balance, bulk, egress, import, dns
 	What   string // from → to
 	OK     bool
 	Detail string
@@ -72,6 +72,9 @@ func (l *Lab) Demo(ctx context.Context, w io.Writer) []Check {
 	}
 	if l.Plan.Globalnet() {
 		l.globalnetDemo(ctx, report)
+		if l.hasDNSD() {
+			l.dnsDemo(ctx, l.Plan.Clusters[0].Pods[0], report)
+		}
 		return checks
 	}
 	src := l.Plan.Clusters[0].Pods[0]
@@ -88,6 +91,9 @@ func (l *Lab) Demo(ctx context.Context, w io.Writer) []Check {
 			}
 		}
 		report(l.bulk(ctx, srcNS, src, dst))
+	}
+	if l.hasDNSD() {
+		l.dnsDemo(ctx, src, report)
 	}
 	return checks
 }

@@ -138,8 +138,8 @@ func TestLabUpStatusDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	procs := l.Topo.Processes()
-	if len(procs) != 7 {
-		t.Errorf("the lab records %d processes, want 2 gateways and 5 pods", len(procs))
+	if len(procs) != 8 {
+		t.Errorf("the lab records %d processes, want 2 gateways, 5 pods and dnsd", len(procs))
 	}
 	out, err = runSnorkel(t, time.Minute, append([]string{"lab", "down"}, args...)...)
 	if err != nil {

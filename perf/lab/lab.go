@@ -59,8 +59,9 @@ type Options struct {
 	Binary string
 	// PodsInProcess serves the pods' whereami from goroutines of this
 	// process, listening inside the pod namespaces, instead of `snorkel
-	// lab-pod` processes: topology tests then need no snorkel binary. Such a
-	// lab's pods end with the process.
+	// lab-pod` processes, and with DNS dnsd (from the static state)
+	// instead of `snorkel dnsd`: topology tests then need no snorkel
+	// binary. Such a lab's pods end with the process.
 	PodsInProcess bool
 	// Progress receives a line per build step; nil discards them.
 	Progress io.Writer
@@ -71,6 +72,10 @@ type Options struct {
 	// servers for a broker and each cluster, `snorkel agent` on every
 	// gateway node, and the services exported with `snorkel export`.
 	Kube bool
+	// DNS runs dnsd on the first cluster's gateway node, answering the
+	// clusterset's names for its pods, and adds its checks to the demo.
+	// `snorkel lab` turns it on.
+	DNS bool
 }
 
 // Lab is a built lab.
@@ -86,6 +91,8 @@ type Lab struct {
 	progress     io.Writer
 	readyTimeout time.Duration
 	stopPods     context.CancelFunc
+	dns          bool               // Options.DNS
+	stopDNSD     context.CancelFunc // an in-process dnsd, on l.pods
 	pods         sync.WaitGroup
 }
 
@@ -170,7 +177,7 @@ func Up(ctx context.Context, o Options) (*Lab, error) {
 		os.Remove(filepath.Join(o.StateDir, labFile))
 		return nil, err
 	}
-	l := &Lab{Plan: plan, Transport: o.Transport, StateDir: o.StateDir, Topo: t, Kube: o.Kube, progress: o.Progress, readyTimeout: o.ReadyTimeout}
+	l := &Lab{Plan: plan, Transport: o.Transport, StateDir: o.StateDir, Topo: t, Kube: o.Kube, dns: o.DNS, progress: o.Progress, readyTimeout: o.ReadyTimeout}
 	if l.progress == nil {
 		l.progress = io.Discard
 	}
@@ -213,11 +220,16 @@ func (l *Lab) build(ctx context.Context, podsInProcess bool) error {
 	}
 	switch {
 	case l.Transport == TransportKernel:
-		return l.kernelRoutes()
+		err = l.kernelRoutes()
 	case l.Kube:
-		return l.startKube(ctx)
+		err = l.startKube(ctx)
+	default:
+		err = l.startGateways(ctx)
 	}
-	return l.startGateways(ctx)
+	if err != nil || !l.dns {
+		return err
+	}
+	return l.startDNSD(ctx, podsInProcess)
 }
 
 func (l *Lab) buildCluster(ctx context.Context, ul *topo.NS, c *ClusterPlan) error {
@@ -309,6 +321,9 @@ func (l *Lab) kernelRoutes() error {
 // Close stops the lab's processes and pods and deletes its namespaces. The
 // logs, configs and keys stay in the state directory until Clean.
 func (l *Lab) Close() error {
+	if l.stopDNSD != nil {
+		l.stopDNSD()
+	}
 	if l.stopPods != nil {
 		l.stopPods()
 		l.pods.Wait()
@@ -336,7 +351,7 @@ func (l *Lab) Close() error {
 // configs, keys), and the directory if nothing else is in it. Call it after
 // Close.
 func (l *Lab) Clean() error {
-	paths := []string{l.diagnosticsPath()}
+	paths := []string{l.diagnosticsPath(), DNSDFile(l.StateDir), l.Topo.LogPath(dnsdProcess)}
 	for _, c := range l.Plan.Clusters {
 		k := KeyFile(l.StateDir, c.Spec.ID)
 		paths = append(paths, ConfigFile(l.StateDir, c.Spec.ID), k, k+".pub", l.Topo.LogPath(gatewayProcess(c.Spec.ID)), l.Topo.LogPath(agentProcess(c.Spec.ID)))

@@ -59,6 +59,7 @@ func TestTopologyWithKernelRouting(t *testing.T) {
 		StateDir:      dir,
 		Prefix:        prefix,
 		PodsInProcess: true,
+		DNS:           true,
 		Progress:      &progress,
 	})
 	if err != nil {
@@ -84,8 +85,10 @@ func TestTopologyWithKernelRouting(t *testing.T) {
 			t.Errorf("check failed: %s", c)
 		}
 	}
-	if kinds["ping"] != 2 || kinds["http"] < shownRequests+1 || kinds["balance"] != 1 || kinds["bulk"] != 1 {
-		t.Errorf("checks by kind = %v; want 2 ping, at least %d http, 1 balance, 1 bulk", kinds, shownRequests+1)
+	// dns: web, c2.web and a missing name; the http checks include one to
+	// web by its name.
+	if kinds["ping"] != 2 || kinds["http"] < shownRequests+2 || kinds["balance"] != 1 || kinds["bulk"] != 1 || kinds["dns"] != 3 {
+		t.Errorf("checks by kind = %v; want 2 ping, at least %d http, 1 balance, 1 bulk, 3 dns", kinds, shownRequests+2)
 	}
 
 	// Every backend must answer the ClusterIP: the DNAT spreads, it does

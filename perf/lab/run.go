@@ -87,6 +87,7 @@ func RunScenarios(ctx context.Context, o Options, scenarios []Scenario, w io.Wri
 // command's name, and describes what it built.
 func upAndDescribe(ctx context.Context, o Options, w io.Writer, command string) (*Lab, error) {
 	o.applyDefaults()
+	o.DNS = true
 	fmt.Fprintf(w, "%s: scenario %s, transport %s, state in %s\n", command, o.Scenario.Name, o.Transport, o.StateDir)
 	o.Progress = w
 	l, err := Up(ctx, o)
@@ -153,6 +154,13 @@ func describe(w io.Writer, l *Lab) {
 		}
 		fmt.Fprintf(w, "cluster %s  pods %s  services %s%s\n", c.Spec.ID, c.Spec.PodCIDR, c.Spec.ServiceCIDR, global)
 		fmt.Fprintf(w, "  node %s%s  underlay %s  %s\n", l.Plan.Prefix, c.Gateway.NS, c.Gateway.UnderlayIP.Addr(), gw)
+		if c.Spec.ID == l.Plan.Clusters[0].Spec.ID && l.hasDNSD() {
+			dnsd := "dnsd in this process"
+			if pid, ok := procs[dnsdProcess]; ok {
+				dnsd = fmt.Sprintf("snorkel dnsd pid %d", pid)
+			}
+			fmt.Fprintf(w, "  dns  %s  %s, names <svc>.%s.svc.clusterset.local\n", l.Plan.DNSServer(), dnsd, KubeNamespace)
+		}
 		for _, p := range c.Pods {
 			line := fmt.Sprintf("  pod  %s%-10s %s", l.Plan.Prefix, p.NS, p.IP)
 			if p.GlobalIP.IsValid() {
@@ -192,6 +200,12 @@ func hints(w io.Writer, l *Lab) {
 		}
 		if to := pingTarget(r); to.IsValid() {
 			fmt.Fprintf(w, "  ip netns exec %s%s ping -c 3 %s\n", l.Plan.Prefix, src.NS, to)
+		}
+		for _, s := range r.Services {
+			if !l.hasDNSD() {
+				break
+			}
+			fmt.Fprintf(w, "  ip netns exec %s%s dig @%s %s.%s.svc.clusterset.local\n", l.Plan.Prefix, src.NS, l.Plan.DNSServer().Addr(), s.Spec.Name, KubeNamespace)
 		}
 	}
 	if l.Plan.Globalnet() && l.Transport != TransportKernel {
