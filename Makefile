@@ -10,6 +10,7 @@ STATICCHECK_VERSION := v0.8.2
 # exceeded" (go.dev/issue/75804); a count has no deadline to race.
 FUZZTIME ?= 20000x
 TRANSPORT ?= wireguard
+IMAGE ?= ghcr.io/snorkel-net/snorkel:dev
 # The API server the control-plane tests run against, built from the Go
 # module proxy (controller/kubelocal/build-kube-apiserver) and cached.
 KUBE_VERSION := v1.37.2
@@ -22,7 +23,7 @@ COREDNS := $(TOOLS)/coredns-$(COREDNS_VERSION)
 export SNORKEL_COREDNS := $(COREDNS)
 export PATH := $(TOOLS):$(PATH)
 
-.PHONY: help build test lint unit fuzz bench perf lab tools clean
+.PHONY: help build test lint unit static fuzz bench perf lab image kind-lab kind-lab-down tools clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -30,7 +31,7 @@ help: ## list the targets
 build: ## build bin/snorkel
 	$(GO) build -o $(BIN)/snorkel ./cmd/snorkel
 
-test: lint unit fuzz ## the whole suite: lint, unit/e2e tests (netns ones need root), short fuzz runs
+test: lint unit static fuzz ## the whole suite: lint, unit/e2e tests (netns ones need root), the image's static build, short fuzz runs
 	@echo "packages: $$(grep -c '^ok ' $(CACHE)/unit.log) passed, $$(grep -c '^FAIL' $(CACHE)/unit.log) failed"
 
 lint: tools ## gofmt, go vet, staticcheck
@@ -40,6 +41,10 @@ lint: tools ## gofmt, go vet, staticcheck
 
 unit: tools ## go test ./... (root runs the network-namespace tests too)
 	@set -o pipefail; $(GO) test -count=1 -timeout 30m ./... 2>&1 | tee $(CACHE)/unit.log
+
+static: ## build bin/snorkel-static as the image's build stage does; check it is static and takes every flag the manifests pass
+	deploy/build-static.sh $(BIN)/snorkel-static static-check
+	SNORKEL_STATIC_BINARY=$(BIN)/snorkel-static SNORKEL_STATIC_VERSION=static-check $(GO) test -count=1 -run '^TestStaticBinary$$' ./deploy/
 
 fuzz: ## run every fuzz target for FUZZTIME executions (default 20000x)
 	@set -e; for pkg in $$($(GO) list ./...); do \
@@ -57,6 +62,17 @@ perf: build tools ## throughput: Snorkel's transports against plain wireguard-go
 
 lab: build ## the two-cluster lab: up, demo, down (root); TRANSPORT=wireguard|vxlan
 	$(BIN)/snorkel lab run --transport $(TRANSPORT)
+
+image: ## the container image (deploy/Dockerfile) with docker or podman; IMAGE=ghcr.io/snorkel-net/snorkel:dev
+	deploy/image.sh $(IMAGE)
+
+kind-lab: build ## the Submariner tutorial on Kind (docker, kind, kubectl): clusters, Snorkel, exports, demo; TRANSPORT=wireguard|esp|vxlan
+	deploy/kind/lab.sh check
+	deploy/image.sh $(IMAGE)
+	IMAGE=$(IMAGE) CABLE_DRIVER=$(TRANSPORT) deploy/kind/lab.sh run
+
+kind-lab-down: ## delete the Kind lab's clusters
+	deploy/kind/lab.sh down
 
 tools: $(TOOLS)/staticcheck $(TOOLS)/wireguard-go $(KUBE_APISERVER) $(COREDNS) ## build the tools the tests use, cached in .cache/bin
 

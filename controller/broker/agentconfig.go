@@ -49,6 +49,10 @@ const (
 	agentServiceCIDRsKey     = "serviceCIDRs"
 	agentGlobalCIDRKey       = "globalCIDR"
 	agentServiceDiscoveryKey = "serviceDiscovery"
+	// agentGlobalnetKey says "true" or "false": whether GlobalCIDR is
+	// set, as a flag value the kubelet can pass to dnsd (--globalnet) from
+	// the Secret. Reading ignores it.
+	agentGlobalnetKey = "globalnet"
 )
 
 // BrokerConfig is a client configuration for the broker with the agent's
@@ -72,6 +76,7 @@ func (c *AgentConfig) secretData() map[string][]byte {
 		agentServiceCIDRsKey:     []byte(strings.Join(c.ServiceCIDRs, ",")),
 		agentGlobalCIDRKey:       []byte(c.GlobalCIDR),
 		agentServiceDiscoveryKey: []byte(strconv.FormatBool(c.ServiceDiscovery)),
+		agentGlobalnetKey:        []byte(strconv.FormatBool(c.GlobalCIDR != "")),
 	}
 }
 

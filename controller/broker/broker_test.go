@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -19,14 +20,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	corev1apply "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	mcsv1a1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
 	mcsclient "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
+	"sigs.k8s.io/yaml"
 
 	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
 	"github.com/snorkel-net/snorkel/controller/kubelocal"
+	"github.com/snorkel-net/snorkel/deploy"
 )
 
 // clusterset is a broker and three members, shared by the subtests of
@@ -61,6 +65,9 @@ func TestClusterset(t *testing.T) {
 		{"c1 (through the CLI), c2 and c3 join in parallel", testJoinParallel},
 		{"members hold the agent configuration and RBAC", testAgentInstalled},
 		{"the agent ServiceAccount has least privilege", testAgentRBAC},
+		{"join ran the agent, dnsd and the CoreDNS forward in c1", testMemberDeployed},
+		{"dnsd's ServiceAccount has least privilege", testDNSRBAC},
+		{"every manifest and installed object passes a server-side dry run", testDryRun},
 		{"join refuses taken IDs and global CIDRs", testJoinRefusesConflicts},
 		{"joining again changes nothing", testRejoin},
 		{"concurrent Globalnet allocations never overlap", testConcurrentAllocation},
@@ -336,8 +343,19 @@ func testJoinParallel(t *testing.T, cs *clusterset) {
 	ctx := t.Context()
 	// c1 tells its Pod CIDR through its one node.
 	kc1, _ := client(t, cs.c1.Config())
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "c1-node"}, Spec: corev1.NodeSpec{PodCIDR: "10.8.0.0/16", PodCIDRs: []string{"10.8.0.0/16"}}}
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "c1-node", Labels: map[string]string{GatewayLabel: "true"}},
+		Spec:       corev1.NodeSpec{PodCIDR: "10.8.0.0/16", PodCIDRs: []string{"10.8.0.0/16"}},
+	}
 	if _, err := kc1.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// c1 runs CoreDNS as kubeadm sets it up; join adds the forward.
+	coredns := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: CoreDNSConfigMap, Namespace: metav1.NamespaceSystem},
+		Data:       map[string]string{corefileKey: kubeadmCorefile},
+	}
+	if _, err := kc1.CoreV1().ConfigMaps(metav1.NamespaceSystem).Create(ctx, coredns, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// c2 tells its Pod CIDR through its kube-controller-manager's flags.
@@ -361,7 +379,7 @@ func testJoinParallel(t *testing.T, cs *clusterset) {
 	errs := map[string]error{}
 	var cliOut string
 	wg.Go(func() {
-		out, err := runCLI(joinCLI, cs.infoPath, "--clusterid", "c1", "--kubeconfig", cs.c1.Kubeconfig, "--context", "c1", "--cable-driver", "wireguard")
+		out, err := runCLI(joinCLI, c1JoinArgs(cs)...)
 		mu.Lock()
 		defer mu.Unlock()
 		cliOut, errs["c1"] = out, err
@@ -397,6 +415,11 @@ func testJoinParallel(t *testing.T, cs *clusterset) {
 	}
 	if want := "cluster c1 joined the broker at " + cs.broker.URL; !strings.Contains(cliOut, want) || !strings.Contains(cliOut, "global CIDR "+ac.GlobalCIDR) {
 		t.Errorf("CLI output %q, want %q and the global CIDR", cliOut, want)
+	}
+	for _, want := range []string{"deployed " + c1Image + ": DaemonSet submariner-operator/snorkel-agent", "CoreDNS (kube-system/coredns) now forwards clusterset.local to 10.88.", "gateway nodes: c1-node"} {
+		if !strings.Contains(cliOut, want) {
+			t.Errorf("CLI output %q lacks %q", cliOut, want)
+		}
 	}
 	for _, want := range []struct {
 		id, pods, services string
@@ -556,6 +579,297 @@ func globalnetClusters(t *testing.T, cs *clusterset) *globalnetInfo {
 	return g
 }
 
+// c1Image is the image c1 joins with.
+const c1Image = "registry.example/snorkel:test"
+
+func c1JoinArgs(cs *clusterset) []string {
+	return []string{cs.infoPath, "--clusterid", "c1", "--kubeconfig", cs.c1.Kubeconfig, "--context", "c1", "--cable-driver", "wireguard", "--image", c1Image}
+}
+
+// kubeadmCorefile is the Corefile kubeadm (and so kind) installs.
+const kubeadmCorefile = `.:53 {
+    errors
+    health {
+       lameduck 5s
+    }
+    ready
+    kubernetes cluster.local in-addr.arpa ip6.arpa {
+       pods insecure
+       fallthrough in-addr.arpa ip6.arpa
+       ttl 30
+    }
+    prometheus :9153
+    forward . /etc/resolv.conf {
+       max_concurrent 1000
+    }
+    cache 30
+    loop
+    reload
+    loadbalance
+}
+`
+
+// memberState is the resource versions of what join installs in a member.
+func memberState(t *testing.T, s *kubelocal.Server) map[string]string {
+	t.Helper()
+	kc, _ := client(t, s.Config())
+	ctx := t.Context()
+	out := map[string]string{}
+	get := func(what string, obj metav1.Object, err error) {
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		out[what] = obj.GetResourceVersion()
+	}
+	ds, err := kc.AppsV1().DaemonSets(AgentNamespace).Get(ctx, AgentDaemonSet, metav1.GetOptions{})
+	get("DaemonSet", ds, err)
+	d, err := kc.AppsV1().Deployments(AgentNamespace).Get(ctx, DNSDeployment, metav1.GetOptions{})
+	get("Deployment", d, err)
+	svc, err := kc.CoreV1().Services(AgentNamespace).Get(ctx, DNSService, metav1.GetOptions{})
+	get("Service", svc, err)
+	cm, err := kc.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(ctx, CoreDNSConfigMap, metav1.GetOptions{})
+	get("CoreDNS ConfigMap", cm, err)
+	sec, err := kc.CoreV1().Secrets(AgentNamespace).Get(ctx, AgentSecretName, metav1.GetOptions{})
+	get("Secret", sec, err)
+	cr, err := kc.RbacV1().ClusterRoles().Get(ctx, DNSServiceAccount, metav1.GetOptions{})
+	get("dnsd ClusterRole", cr, err)
+	ns, err := kc.CoreV1().Namespaces().Get(ctx, AgentNamespace, metav1.GetOptions{})
+	get("Namespace", ns, err)
+	return out
+}
+
+func testMemberDeployed(t *testing.T, cs *clusterset) {
+	ctx := t.Context()
+	kc, _ := client(t, cs.c1.Config())
+	ds, err := kc.AppsV1().DaemonSets(AgentNamespace).Get(ctx, AgentDaemonSet, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := ds.Spec.Template.Spec
+	if pod.Containers[0].Image != c1Image || pod.NodeSelector[GatewayLabel] != "true" || !pod.HostNetwork || pod.ServiceAccountName != AgentServiceAccount {
+		t.Errorf("DaemonSet runs %s on %v (host network %v) as %s", pod.Containers[0].Image, pod.NodeSelector, pod.HostNetwork, pod.ServiceAccountName)
+	}
+	d, err := kc.AppsV1().Deployments(AgentNamespace).Get(ctx, DNSDeployment, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *d.Spec.Replicas != 2 || d.Spec.Template.Spec.Containers[0].Image != c1Image || d.Spec.Template.Spec.ServiceAccountName != DNSServiceAccount {
+		t.Errorf("dnsd Deployment: %d replicas of %s as %s", *d.Spec.Replicas, d.Spec.Template.Spec.Containers[0].Image, d.Spec.Template.Spec.ServiceAccountName)
+	}
+	// dnsd's flags come from the agent Secret's keys through the kubelet.
+	sec, err := kc.CoreV1().Secrets(AgentNamespace).Get(ctx, AgentSecretName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refs := 0
+	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+		if r := e.ValueFrom; r != nil && r.SecretKeyRef != nil {
+			refs++
+			if r.SecretKeyRef.Name != AgentSecretName {
+				t.Errorf("dnsd's %s comes from Secret %s", e.Name, r.SecretKeyRef.Name)
+			} else if _, ok := sec.Data[r.SecretKeyRef.Key]; !ok {
+				t.Errorf("dnsd's %s comes from key %q, which the agent Secret lacks", e.Name, r.SecretKeyRef.Key)
+			}
+		}
+	}
+	if refs != 2 || string(sec.Data[agentGlobalnetKey]) != "true" || string(sec.Data[agentClusterIDKey]) != "c1" {
+		t.Errorf("%d keys from the Secret; globalnet %q, cluster ID %q", refs, sec.Data[agentGlobalnetKey], sec.Data[agentClusterIDKey])
+	}
+	svc, err := kc.CoreV1().Services(AgentNamespace).Get(ctx, DNSService, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ip, err := netip.ParseAddr(svc.Spec.ClusterIP)
+	if err != nil || !netip.MustParsePrefix("10.88.0.0/16").Contains(ip) {
+		t.Errorf("dnsd's ClusterIP %q, want one of c1's service CIDR", svc.Spec.ClusterIP)
+	}
+	cm, err := kc.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(ctx, CoreDNSConfigMap, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "#lighthouse-start AUTO-GENERATED SECTION. DO NOT EDIT\nclusterset.local:53 {\n    forward . " + svc.Spec.ClusterIP + "\n}\n#lighthouse-end\n" + kubeadmCorefile
+	if cm.Data[corefileKey] != want {
+		t.Errorf("Corefile\n%s\nwant\n%s", cm.Data[corefileKey], want)
+	}
+
+	kc2, _ := client(t, cs.c2.Config())
+	if _, err := kc2.AppsV1().DaemonSets(AgentNamespace).Get(ctx, AgentDaemonSet, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("c2, joined without DeployMember, has the agent DaemonSet (%v)", err)
+	}
+
+	// c3 has neither CoreDNS nor a gateway node: DeployMember tells what
+	// is left to do.
+	d3, err := DeployMember(ctx, cs.c3.Config(), MemberOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	printMemberDeployment(&out, d3)
+	if d3.CoreDNS != CoreDNSNotFound || d3.Image != deploy.DefaultImage || len(d3.GatewayNodes) != 0 ||
+		!strings.Contains(d3.Stanza, "clusterset.local:53 {\n    forward . "+d3.DNSAddress+"\n}") {
+		t.Errorf("c3: %+v", d3)
+	}
+	for _, w := range []string{"no ConfigMap kube-system/coredns", "forward . " + d3.DNSAddress, "no gateway node yet: label one with `kubectl label node NODE submariner.io/gateway=true`"} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("c3's output %q lacks %q", out.String(), w)
+		}
+	}
+
+	// The broker cluster never joined: there is nothing to run.
+	if _, err := DeployMember(ctx, cs.broker.Config(), MemberOptions{}); err == nil || !strings.Contains(err.Error(), "run `snorkel join`") {
+		t.Errorf("deploying into a cluster that never joined: %v", err)
+	}
+	kcb, _ := client(t, cs.broker.Config())
+	if _, err := kcb.AppsV1().DaemonSets(AgentNamespace).Get(ctx, AgentDaemonSet, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the refused deploy left a DaemonSet on the broker (%v)", err)
+	}
+}
+
+// serviceAccountConfig is cfg with a token of ServiceAccount ns/name.
+func serviceAccountConfig(t *testing.T, cfg *rest.Config, ns, name string) *rest.Config {
+	t.Helper()
+	admin, _ := client(t, cfg)
+	secs := int64(600)
+	tr, err := admin.CoreV1().ServiceAccounts(ns).CreateToken(t.Context(), name,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &secs}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := rest.CopyConfig(cfg)
+	out.BearerToken, out.BearerTokenFile = tr.Status.Token, ""
+	return out
+}
+
+func testDNSRBAC(t *testing.T, cs *clusterset) {
+	ctx := t.Context()
+	cfg := serviceAccountConfig(t, cs.c1.Config(), AgentNamespace, DNSServiceAccount)
+	kc, dc := client(t, cfg)
+	mcs, err := mcsclient.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = mcs.MulticlusterV1alpha1().ServiceImports(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	wantAllowed(t, "list serviceimports", err)
+	_, err = kc.DiscoveryV1().EndpointSlices(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	wantAllowed(t, "list endpointslices", err)
+	_, err = dc.Resource(submv1.GatewayResource).Namespace(AgentNamespace).List(ctx, metav1.ListOptions{})
+	wantAllowed(t, "list the gateways", err)
+
+	_, err = kc.CoreV1().Secrets(AgentNamespace).Get(ctx, AgentSecretName, metav1.GetOptions{})
+	wantForbidden(t, "get the agent Secret", err)
+	_, err = dc.Resource(submv1.GatewayResource).Namespace(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
+	wantForbidden(t, "list gateways in another namespace", err)
+	_, err = kc.CoreV1().Services(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	wantForbidden(t, "list services", err)
+	si := &mcsv1a1.ServiceImport{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Spec: mcsv1a1.ServiceImportSpec{Type: mcsv1a1.Headless}}
+	_, err = mcs.MulticlusterV1alpha1().ServiceImports(metav1.NamespaceDefault).Create(ctx, si, metav1.CreateOptions{})
+	wantForbidden(t, "create a serviceimport", err)
+	err = kc.DiscoveryV1().EndpointSlices(metav1.NamespaceDefault).Delete(ctx, "x", metav1.DeleteOptions{})
+	wantForbidden(t, "delete an endpointslice", err)
+}
+
+// readKindManifest reads a manifest of the Kind lab as lab.sh fills it in.
+func readKindManifest(t *testing.T, name, cluster string) []*unstructured.Unstructured {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "deploy", "kind", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = []byte(strings.NewReplacer("@CLUSTER@", cluster, "@IMAGE@", c1Image, "@CLIENT_IMAGE@", "nicolaka/netshoot:v0.13").Replace(string(b)))
+	var out []*unstructured.Unstructured
+	for _, doc := range strings.Split(string(b), "\n---\n") {
+		j, err := yaml.YAMLToJSON([]byte(doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(j); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		out = append(out, u)
+	}
+	return out
+}
+
+func testDryRun(t *testing.T, cs *clusterset) {
+	ctx := t.Context()
+	dryRun := func(s *kubelocal.Server, what string, objs []*unstructured.Unstructured) {
+		t.Helper()
+		if len(objs) == 0 {
+			t.Errorf("%s: no objects", what)
+		}
+		if err := deploy.Apply(ctx, s.Config(), objs, true); err != nil {
+			t.Errorf("%s on %s: %v", what, s.Name, err)
+		}
+	}
+	manifests := func(base string, o deploy.ManifestOptions) []*unstructured.Unstructured {
+		t.Helper()
+		objs, err := deploy.Manifests(base, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return objs
+	}
+	access := func(objs []any) []*unstructured.Unstructured {
+		t.Helper()
+		out, err := unstructuredObjects(objs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	dryRun(cs.broker, "the broker base", manifests("broker", deploy.ManifestOptions{}))
+	dryRun(cs.broker, "deploy-broker's access objects", access(brokerAccessObjects(DefaultBrokerNamespace)))
+	for _, base := range []string{"agent", "dnsd", MemberManifests} {
+		dryRun(cs.c1, "the "+base+" base", manifests(base, deploy.ManifestOptions{}))
+	}
+	dryRun(cs.c1, "the member base with --image", manifests(MemberManifests, deploy.ManifestOptions{Image: "localhost:5000/snorkel:dev"}))
+	dryRun(cs.c1, "join's access objects", access(append(agentAccessObjects(), dnsdAccessObjects()...)))
+	workloads, err := memberWorkloads(deploy.DefaultImage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dryRun(cs.c2, "DeployMember's workloads", workloads)
+	kc1, _ := client(t, cs.c1.Config())
+	secret := agentSecret(cs.joined["c1"])
+	if _, err := kc1.CoreV1().Secrets(AgentNamespace).Apply(ctx, secret, metav1.ApplyOptions{FieldManager: deploy.FieldManager, Force: true, DryRun: []string{metav1.DryRunAll}}); err != nil {
+		t.Errorf("the agent Secret: %v", err)
+	}
+	// The Kind lab's workloads: their namespace for real (and its default
+	// ServiceAccount, which no controller makes here), the rest dry.
+	kc2, _ := client(t, cs.c2.Config())
+	sa := corev1apply.ServiceAccount("default", "sample")
+	for _, name := range []string{"whereami.yaml", "client.yaml"} {
+		objs := readKindManifest(t, name, "c2")
+		if objs[0].GetKind() != "Namespace" {
+			t.Fatalf("%s does not start with its namespace", name)
+		}
+		if err := deploy.Apply(ctx, cs.c2.Config(), objs[:1], false); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := kc2.CoreV1().ServiceAccounts("sample").Apply(ctx, sa, metav1.ApplyOptions{FieldManager: "test"}); err != nil {
+			t.Fatal(err)
+		}
+		dryRun(cs.c2, "the Kind lab's "+name, objs[1:])
+	}
+
+	if _, err := kc2.AppsV1().DaemonSets(AgentNamespace).Get(ctx, AgentDaemonSet, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a dry run stored the DaemonSet on c2 (%v)", err)
+	}
+	// A dry run is a real check: the API server refuses what it would.
+	bad := manifests("agent", deploy.ManifestOptions{})
+	for _, u := range bad {
+		if u.GetKind() == "DaemonSet" {
+			if err := unstructured.SetNestedField(u.Object, "no-such-field", "spec", "template", "spec", "hostNetwrk"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := deploy.Apply(ctx, cs.c1.Config(), bad, true); err == nil || !strings.Contains(err.Error(), "hostNetwrk") {
+		t.Errorf("a misspelt field: %v, want it refused", err)
+	}
+}
+
 func testRejoin(t *testing.T, cs *clusterset) {
 	before := clusterOnBroker(t, cs, "c1")
 	gBefore := globalnetClusters(t, cs)
@@ -569,6 +883,40 @@ func testRejoin(t *testing.T, cs *clusterset) {
 	}
 	if g := globalnetClusters(t, cs); fmt.Sprint(g.Clusters) != fmt.Sprint(gBefore.Clusters) {
 		t.Errorf("re-join changed the Globalnet records: %v → %v", gBefore.Clusters, g.Clusters)
+	}
+
+	// Joining again through the CLI, which deploys too, changes nothing.
+	mBefore := memberState(t, cs.c1)
+	out, err := runCLI(joinCLI, c1JoinArgs(cs)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mAfter := memberState(t, cs.c1); fmt.Sprint(mAfter) != fmt.Sprint(mBefore) {
+		t.Errorf("joining again changed c1:\n%v\n%v", mBefore, mAfter)
+	}
+	if !strings.Contains(out, "CoreDNS (kube-system/coredns) already forwards clusterset.local") {
+		t.Errorf("output %q does not tell CoreDNS was left alone", out)
+	}
+	// --no-deploy only configures.
+	out, err = runCLI(joinCLI, cs.infoPath, "--clusterid", "c2", "--kubeconfig", cs.c2.Kubeconfig, "--context", "c2", "--no-deploy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc2, _ := client(t, cs.c2.Config())
+	if _, err := kc2.AppsV1().DaemonSets(AgentNamespace).Get(t.Context(), AgentDaemonSet, metav1.GetOptions{}); !apierrors.IsNotFound(err) || !strings.Contains(out, "not deployed (--no-deploy)") {
+		t.Errorf("join --no-deploy: DaemonSet %v, output %q", err, out)
+	}
+	// A new --image rolls the agent and dnsd onto it.
+	if _, err := runCLI(joinCLI, append(c1JoinArgs(cs), "--image", "registry.example/snorkel:next")...); err != nil {
+		t.Fatal(err)
+	}
+	kc, _ := client(t, cs.c1.Config())
+	ds, err := kc.AppsV1().DaemonSets(AgentNamespace).Get(t.Context(), AgentDaemonSet, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img := ds.Spec.Template.Spec.Containers[0].Image; img != "registry.example/snorkel:next" {
+		t.Errorf("after joining with another --image the DaemonSet runs %s", img)
 	}
 }
 

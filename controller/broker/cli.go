@@ -10,14 +10,17 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/snorkel-net/snorkel/deploy"
 )
 
 // Usage lines of the two commands.
 const (
 	DeployBrokerUsage = "set up a broker cluster: snorkel deploy-broker [--kubeconfig F] [--context C] [--globalnet] [--namespace NS] [--out broker-info.subm]"
-	JoinUsage         = "join a cluster to a broker: snorkel join broker-info.subm --clusterid ID [--kubeconfig F] [--context C] [--cable-driver esp|wireguard|vxlan]"
+	JoinUsage         = "join a cluster to a broker and run Snorkel in it: snorkel join broker-info.subm --clusterid ID [--kubeconfig F] [--context C] [--cable-driver esp|wireguard|vxlan] [--image REF] [--no-deploy]"
 )
 
 // commandTimeout bounds one command's work against the API servers.
@@ -73,7 +76,8 @@ func RunDeployBroker(args []string, out io.Writer) error {
 }
 
 // RunJoin is `snorkel join`: it parses args, runs Join against the
-// kubeconfig context and tells out what it did.
+// kubeconfig context, then DeployMember unless --no-deploy, and tells out
+// what it did.
 func RunJoin(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("join", flag.ContinueOnError)
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file of the joining cluster (default $KUBECONFIG or ~/.kube/config)")
@@ -84,12 +88,20 @@ func RunJoin(args []string, out io.Writer) error {
 	fs.StringVar(&o.CableDriver, "cable-driver", DefaultCableDriver, "gateway transport: "+strings.Join(CableDrivers, ", "))
 	clusterCIDR := fs.String("clustercidr", "", "this cluster's Pod CIDRs, comma-separated (default what the cluster tells)")
 	serviceCIDR := fs.String("servicecidr", "", "this cluster's Service CIDRs, comma-separated (default what the cluster tells)")
+	var mo MemberOptions
+	fs.StringVar(&mo.Image, "image", deploy.DefaultImage, "the Snorkel image the agent and dnsd run")
+	noDeploy := fs.Bool("no-deploy", false, "only register the cluster and store the agent's configuration and RBAC; run the agent and dnsd yourself (kubectl apply -k deploy/kustomize/member)")
 	var files []string
 	if err := parseFlags(fs, args, &files, out); err != nil {
 		return err
 	}
 	if len(files) != 1 {
 		return fmt.Errorf("name one broker information file, e.g. `snorkel join %s --clusterid cluster-a` (got %d)", InfoFileName, len(files))
+	}
+	if !*noDeploy {
+		if err := deploy.ValidateImage(mo.Image); err != nil {
+			return err
+		}
 	}
 	o.ClusterCIDRs = splitList(*clusterCIDR)
 	o.ServiceCIDRs = splitList(*serviceCIDR)
@@ -114,7 +126,37 @@ func RunJoin(args []string, out io.Writer) error {
 	fmt.Fprintf(out, "cluster %s joined the broker at %s (namespace %s): pods %s, services %s%s, cable driver %s\n",
 		ac.ClusterID, ac.BrokerURL, ac.BrokerNamespace, strings.Join(ac.ClusterCIDRs, ","), strings.Join(ac.ServiceCIDRs, ","), global, ac.CableDriver)
 	fmt.Fprintf(out, "agent configuration in Secret %s/%s, ServiceAccount %s\n", AgentNamespace, AgentSecretName, AgentServiceAccount)
+	if *noDeploy {
+		fmt.Fprintf(out, "not deployed (--no-deploy): run the agent and dnsd with `kubectl apply -k deploy/kustomize/member`, and forward %s to dnsd in the cluster's DNS\n", ClustersetZone)
+		return nil
+	}
+	d, err := DeployMember(ctx, cfg, mo)
+	if err != nil {
+		return fmt.Errorf("cluster %q joined, but deploying Snorkel in it failed: %w; run the join again", ac.ClusterID, err)
+	}
+	printMemberDeployment(out, d)
 	return nil
+}
+
+// printMemberDeployment tells what DeployMember did and what is left to
+// the user.
+func printMemberDeployment(out io.Writer, d *MemberDeployment) {
+	fmt.Fprintf(out, "deployed %s: DaemonSet %s/%s on the nodes labelled %s=true, dnsd (Deployment %s) at %s\n",
+		d.Image, AgentNamespace, AgentDaemonSet, GatewayLabel, DNSDeployment, d.DNSAddress)
+	switch d.CoreDNS {
+	case CoreDNSUpdated:
+		fmt.Fprintf(out, "CoreDNS (%s/%s) now forwards %s to %s\n", metav1.NamespaceSystem, CoreDNSConfigMap, ClustersetZone, d.DNSAddress)
+	case CoreDNSUnchanged:
+		fmt.Fprintf(out, "CoreDNS (%s/%s) already forwards %s to %s\n", metav1.NamespaceSystem, CoreDNSConfigMap, ClustersetZone, d.DNSAddress)
+	case CoreDNSNotFound:
+		fmt.Fprintf(out, "no ConfigMap %s/%s: make the cluster's DNS forward %s to %s, e.g. with this Corefile section:\n%s",
+			metav1.NamespaceSystem, CoreDNSConfigMap, ClustersetZone, d.DNSAddress, d.Stanza)
+	}
+	if len(d.GatewayNodes) == 0 {
+		fmt.Fprintf(out, "no gateway node yet: label one with `kubectl label node NODE %s=true`\n", GatewayLabel)
+	} else {
+		fmt.Fprintf(out, "gateway nodes: %s\n", strings.Join(d.GatewayNodes, ", "))
+	}
 }
 
 // parseFlags parses args, allowing positional arguments among the flags;

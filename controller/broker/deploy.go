@@ -88,9 +88,9 @@ func (o *BrokerOptions) defaults() {
 
 // Deploy prepares the cluster cfg reaches as the clusterset's broker:
 // the CRDs, the broker namespace, the client ServiceAccount with its Role
-// (the broker namespace only), the Globalnet ConfigMap and the pre-shared
-// key, and returns the broker-info.subm content with a fresh client token.
-// Running it again changes nothing but the token; it refuses to change the
+// (the broker namespace only; the objects of the manifests' broker base),
+// the Globalnet ConfigMap and the pre-shared key, and returns the
+// broker-info.subm content with a fresh client token. Running it again changes nothing but the token; it refuses to change the
 // Globalnet settings while clusters hold global CIDRs.
 func Deploy(ctx context.Context, cfg *rest.Config, o BrokerOptions) (*Deployment, error) {
 	o.defaults()
@@ -110,10 +110,11 @@ func Deploy(ctx context.Context, cfg *rest.Config, o BrokerOptions) (*Deployment
 		return nil, err
 	}
 	ns := o.Namespace
-	if err := applyNamespace(ctx, kc, ns); err != nil {
+	objs, err := unstructuredObjects(brokerAccessObjects(ns))
+	if err != nil {
 		return nil, err
 	}
-	if err := applyNamespacedAccess(ctx, kc, ns, BrokerClientServiceAccount, brokerClientRules()); err != nil {
+	if err := deploy.Apply(ctx, cfg, objs, false); err != nil {
 		return nil, err
 	}
 	if err := ensureGlobalnetConfigMap(ctx, kc, newGlobalnetConfigMap(ns, o.Globalnet, gRange, gSize)); err != nil {

@@ -3,9 +3,11 @@
 // CRDs, a ServiceAccount whose token the members use, the Globalnet
 // bookkeeping) and describes it in a broker-info.subm file; Join registers a
 // member cluster with the broker, using only what that file grants, and
-// installs into the member what its agent needs (the CRDs, a least-privilege
-// ServiceAccount and the agent's configuration, AgentConfig); Leave undoes a
-// member's registration.
+// installs into the member what its agent needs (the CRDs, least-privilege
+// ServiceAccounts and the agent's configuration, AgentConfig); DeployMember
+// runs Snorkel there (the agent DaemonSet and dnsd, from the manifests in
+// package deploy, and CoreDNS's forward of clusterset.local to dnsd); Leave
+// undoes a member's registration.
 //
 // broker-info.subm, the Globalnet ConfigMap and the Cluster objects keep
 // Submariner's formats, so that a file subctl wrote can be joined with and a

@@ -53,10 +53,11 @@ type JoinOptions struct {
 // Join makes the cluster member reaches a member of the clusterset info
 // describes: it registers a Cluster object with the broker (with only the
 // broker token info carries), records the cluster's global CIDR if the
-// broker has Globalnet on, and installs into the member the CRDs, the agent
-// ServiceAccount with least-privilege RBAC, and the agent configuration
-// (returned). Joining again with the same ID is idempotent; an ID another
-// cluster holds is refused.
+// broker has Globalnet on, and installs into the member the CRDs, the
+// agent's and dnsd's ServiceAccounts with least-privilege RBAC, and the
+// agent configuration (returned); DeployMember then runs them. Joining
+// again with the same ID is idempotent; an ID another cluster holds is
+// refused.
 func Join(ctx context.Context, member *rest.Config, info *Info, o JoinOptions) (*AgentConfig, error) {
 	if err := info.Validate(); err != nil {
 		return nil, err
@@ -233,7 +234,9 @@ func memberCIDRs(ctx context.Context, kc kubernetes.Interface, pods, svcs []neti
 
 // connectBroker checks that info's token is accepted and returns the
 // configuration that works: trusting info's CA, or, if the broker's
-// certificate is signed by another (a public CA), the system's roots.
+// certificate is signed by another (a public CA), the system's roots. The
+// broker is dialled with dial when it is set: the member's, since both are
+// reached from the same place (a lab's network namespace, say).
 func connectBroker(ctx context.Context, info *Info, dial func(ctx context.Context, network, addr string) (net.Conn, error)) (*rest.Config, error) {
 	cfg := info.RESTConfig()
 	cfg.Dial = dial
@@ -348,24 +351,30 @@ func writeCluster(ctx context.Context, clusters dynamic.ResourceInterface, uid s
 	return nil
 }
 
-// installAgent installs into the member cluster the CRDs, the agent's
-// namespace, ServiceAccount and RBAC, and its configuration Secret.
+// installAgent installs into the member cluster the CRDs, AgentNamespace,
+// the agent's and dnsd's ServiceAccounts with their RBAC, and the agent's
+// configuration Secret: everything but the workloads, which DeployMember
+// runs.
 func installAgent(ctx context.Context, member *rest.Config, kc kubernetes.Interface, cfg *AgentConfig) error {
 	if err := deploy.ApplyCRDs(ctx, member, false); err != nil {
 		return err
 	}
-	if err := applyNamespace(ctx, kc, AgentNamespace); err != nil {
+	objs, err := unstructuredObjects(append(agentAccessObjects(), dnsdAccessObjects()...))
+	if err != nil {
 		return err
 	}
-	if err := applyNamespacedAccess(ctx, kc, AgentNamespace, AgentServiceAccount, agentNamespaceRules()); err != nil {
+	if err := deploy.Apply(ctx, member, objs, false); err != nil {
 		return err
 	}
-	if err := applyClusterAccess(ctx, kc, AgentNamespace, AgentServiceAccount, agentClusterRules()); err != nil {
-		return err
-	}
-	s := corev1apply.Secret(AgentSecretName, AgentNamespace).WithType(corev1.SecretTypeOpaque).WithData(cfg.secretData())
-	if _, err := kc.CoreV1().Secrets(AgentNamespace).Apply(ctx, s, applyOpts); err != nil {
+	if _, err := kc.CoreV1().Secrets(AgentNamespace).Apply(ctx, agentSecret(cfg), applyOpts); err != nil {
 		return fmt.Errorf("the agent Secret %s/%s: %w", AgentNamespace, AgentSecretName, err)
 	}
 	return nil
+}
+
+var applyOpts = metav1.ApplyOptions{FieldManager: deploy.FieldManager, Force: true}
+
+// agentSecret is the Secret that holds cfg.
+func agentSecret(cfg *AgentConfig) *corev1apply.SecretApplyConfiguration {
+	return corev1apply.Secret(AgentSecretName, AgentNamespace).WithLabels(partOfLabel).WithType(corev1.SecretTypeOpaque).WithData(cfg.secretData())
 }

@@ -1,18 +1,15 @@
 package broker
 
 import (
-	"context"
-	"fmt"
+	"encoding/json"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	corev1apply "k8s.io/client-go/applyconfigurations/core/v1"
 	rbacv1apply "k8s.io/client-go/applyconfigurations/rbac/v1"
-	"k8s.io/client-go/kubernetes"
 	mcsv1a1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
 
 	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
-	"github.com/snorkel-net/snorkel/deploy"
 )
 
 // Names of what Deploy creates in the broker namespace.
@@ -34,6 +31,9 @@ const (
 	AgentServiceAccount = "snorkel-agent"
 	// AgentSecretName is the Secret in AgentNamespace holding AgentConfig.
 	AgentSecretName = "snorkel-agent"
+	// DNSServiceAccount is dnsd's ServiceAccount, named like Lighthouse's
+	// DNS server's; its ClusterRole, Role and bindings have the same name.
+	DNSServiceAccount = "submariner-lighthouse-coredns"
 )
 
 var (
@@ -90,45 +90,106 @@ func agentNamespaceRules() []*rbacv1apply.PolicyRuleApplyConfiguration {
 	}
 }
 
-var applyOpts = metav1.ApplyOptions{FieldManager: deploy.FieldManager, Force: true}
-
-// applyNamespace creates the namespace if it is missing.
-func applyNamespace(ctx context.Context, kc kubernetes.Interface, name string) error {
-	if _, err := kc.CoreV1().Namespaces().Apply(ctx, corev1apply.Namespace(name), applyOpts); err != nil {
-		return fmt.Errorf("applying namespace %s: %w", name, err)
+// dnsdClusterRules are what dnsd reads across its cluster: the imported
+// services and their endpoints.
+func dnsdClusterRules() []*rbacv1apply.PolicyRuleApplyConfiguration {
+	return []*rbacv1apply.PolicyRuleApplyConfiguration{
+		rule(mcsv1a1.GroupName, []string{"serviceimports"}, readVerbs),
+		rule(discoveryv1.GroupName, []string{"endpointslices"}, readVerbs),
 	}
-	return nil
 }
 
-// applyNamespacedAccess applies a ServiceAccount, a Role with rules in the
-// same namespace, and the RoleBinding between them, all named name.
-func applyNamespacedAccess(ctx context.Context, kc kubernetes.Interface, ns, name string, rules []*rbacv1apply.PolicyRuleApplyConfiguration) error {
-	if _, err := kc.CoreV1().ServiceAccounts(ns).Apply(ctx, corev1apply.ServiceAccount(name, ns), applyOpts); err != nil {
-		return fmt.Errorf("applying ServiceAccount %s/%s: %w", ns, name, err)
+// dnsdNamespaceRules are what dnsd reads in AgentNamespace: the gateways'
+// connection status. It takes its cluster ID as a flag, filled from the
+// agent Secret by the kubelet, so it may not read that Secret, which holds
+// the broker token and the IPsec key.
+func dnsdNamespaceRules() []*rbacv1apply.PolicyRuleApplyConfiguration {
+	return []*rbacv1apply.PolicyRuleApplyConfiguration{
+		rule(submv1.Group, []string{submv1.GatewayResource.Resource}, readVerbs),
 	}
-	if _, err := kc.RbacV1().Roles(ns).Apply(ctx, rbacv1apply.Role(name, ns).WithRules(rules...), applyOpts); err != nil {
-		return fmt.Errorf("applying Role %s/%s: %w", ns, name, err)
-	}
-	rb := rbacv1apply.RoleBinding(name, ns).
-		WithRoleRef(rbacv1apply.RoleRef().WithAPIGroup("rbac.authorization.k8s.io").WithKind("Role").WithName(name)).
-		WithSubjects(rbacv1apply.Subject().WithKind("ServiceAccount").WithName(name).WithNamespace(ns))
-	if _, err := kc.RbacV1().RoleBindings(ns).Apply(ctx, rb, applyOpts); err != nil {
-		return fmt.Errorf("applying RoleBinding %s/%s: %w", ns, name, err)
-	}
-	return nil
 }
 
-// applyClusterAccess applies a ClusterRole with rules, named name, bound to
-// the ServiceAccount ns/name.
-func applyClusterAccess(ctx context.Context, kc kubernetes.Interface, ns, name string, rules []*rbacv1apply.PolicyRuleApplyConfiguration) error {
-	if _, err := kc.RbacV1().ClusterRoles().Apply(ctx, rbacv1apply.ClusterRole(name).WithRules(rules...), applyOpts); err != nil {
-		return fmt.Errorf("applying ClusterRole %s: %w", name, err)
+// partOfLabel marks every object Snorkel installs.
+var partOfLabel = map[string]string{"app.kubernetes.io/part-of": "snorkel"}
+
+// podSecurityLabel lets AgentNamespace run the agent, which needs the host
+// network, host paths and NET_ADMIN: the Pod Security "privileged" level.
+var podSecurityLabel = map[string]string{"pod-security.kubernetes.io/enforce": "privileged"}
+
+// access is a ServiceAccount and what it may do: a Role in its own
+// namespace and a ClusterRole, each named like the ServiceAccount and bound
+// to it; a kind of rules left empty gets no role.
+type access struct {
+	namespace, name string
+	namespaceRules  []*rbacv1apply.PolicyRuleApplyConfiguration
+	clusterRules    []*rbacv1apply.PolicyRuleApplyConfiguration
+}
+
+// objects are a's ServiceAccount, roles and bindings.
+func (a access) objects() []any {
+	subject := rbacv1apply.Subject().WithKind("ServiceAccount").WithName(a.name).WithNamespace(a.namespace)
+	roleRef := func(kind string) *rbacv1apply.RoleRefApplyConfiguration {
+		return rbacv1apply.RoleRef().WithAPIGroup("rbac.authorization.k8s.io").WithKind(kind).WithName(a.name)
 	}
-	crb := rbacv1apply.ClusterRoleBinding(name).
-		WithRoleRef(rbacv1apply.RoleRef().WithAPIGroup("rbac.authorization.k8s.io").WithKind("ClusterRole").WithName(name)).
-		WithSubjects(rbacv1apply.Subject().WithKind("ServiceAccount").WithName(name).WithNamespace(ns))
-	if _, err := kc.RbacV1().ClusterRoleBindings().Apply(ctx, crb, applyOpts); err != nil {
-		return fmt.Errorf("applying ClusterRoleBinding %s: %w", name, err)
+	out := []any{corev1apply.ServiceAccount(a.name, a.namespace).WithLabels(partOfLabel)}
+	if len(a.namespaceRules) > 0 {
+		out = append(out,
+			rbacv1apply.Role(a.name, a.namespace).WithLabels(partOfLabel).WithRules(a.namespaceRules...),
+			rbacv1apply.RoleBinding(a.name, a.namespace).WithLabels(partOfLabel).WithRoleRef(roleRef("Role")).WithSubjects(subject))
 	}
-	return nil
+	if len(a.clusterRules) > 0 {
+		out = append(out,
+			rbacv1apply.ClusterRole(a.name).WithLabels(partOfLabel).WithRules(a.clusterRules...),
+			rbacv1apply.ClusterRoleBinding(a.name).WithLabels(partOfLabel).WithRoleRef(roleRef("ClusterRole")).WithSubjects(subject))
+	}
+	return out
+}
+
+// brokerAccessObjects are what Deploy applies to the broker besides the
+// CRDs: the broker namespace ns and its client's access.
+func brokerAccessObjects(ns string) []any {
+	objs := []any{corev1apply.Namespace(ns).WithLabels(partOfLabel)}
+	return append(objs, access{namespace: ns, name: BrokerClientServiceAccount, namespaceRules: brokerClientRules()}.objects()...)
+}
+
+// agentAccessObjects are AgentNamespace and the agent's access, what Join
+// applies to a member besides the CRDs and the agent Secret.
+func agentAccessObjects() []any {
+	objs := []any{corev1apply.Namespace(AgentNamespace).WithLabels(partOfLabel).WithLabels(podSecurityLabel)}
+	return append(objs, access{
+		namespace: AgentNamespace, name: AgentServiceAccount,
+		namespaceRules: agentNamespaceRules(), clusterRules: agentClusterRules(),
+	}.objects()...)
+}
+
+// dnsdAccessObjects are dnsd's access, which Join applies with the agent's.
+func dnsdAccessObjects() []any {
+	return access{
+		namespace: AgentNamespace, name: DNSServiceAccount,
+		namespaceRules: dnsdNamespaceRules(), clusterRules: dnsdClusterRules(),
+	}.objects()
+}
+
+// unstructuredObjects turns apply configurations into objects
+// deploy.Apply takes.
+func unstructuredObjects(objs []any) ([]*unstructured.Unstructured, error) {
+	out := make([]*unstructured.Unstructured, len(objs))
+	for i, o := range objs {
+		b, err := json.Marshal(o)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = &unstructured.Unstructured{}
+		if err := out[i].UnmarshalJSON(b); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// accessKinds are the kinds Deploy and Join apply from the definitions
+// above; the manifests hold the same objects, written from them, for
+// `kubectl apply -k`.
+var accessKinds = map[string]bool{
+	"Namespace": true, "ServiceAccount": true, "Role": true, "RoleBinding": true, "ClusterRole": true, "ClusterRoleBinding": true,
 }

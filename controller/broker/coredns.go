@@ -1,0 +1,76 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/snorkel-net/snorkel/deploy"
+)
+
+// The cluster DNS configuration DeployMember edits, as Submariner's
+// operator does: the Corefile of kube-system/coredns, where
+// deploy.AddCoreDNSStanza puts the section that forwards clusterset.local
+// to dnsd.
+const (
+	CoreDNSConfigMap = "coredns"
+	corefileKey      = "Corefile"
+)
+
+// ClustersetZone is the zone CoreDNS forwards to dnsd.
+const ClustersetZone = "clusterset.local"
+
+// CoreDNSResult is what configureCoreDNS did.
+type CoreDNSResult int
+
+// The outcomes of configuring the cluster's CoreDNS.
+const (
+	// CoreDNSUpdated: the Corefile now forwards clusterset.local to dnsd.
+	CoreDNSUpdated CoreDNSResult = iota
+	// CoreDNSUnchanged: it already did.
+	CoreDNSUnchanged
+	// CoreDNSNotFound: the cluster has no kube-system/coredns ConfigMap;
+	// its DNS must be told by hand (MemberDeployment.Stanza).
+	CoreDNSNotFound
+)
+
+// configureCoreDNS makes the cluster's CoreDNS forward clusterset.local to
+// dnsIP.
+func configureCoreDNS(ctx context.Context, kc kubernetes.Interface, dnsIP string) (CoreDNSResult, error) {
+	cms := kc.CoreV1().ConfigMaps(metav1.NamespaceSystem)
+	result := CoreDNSUnchanged
+	err := retry.RetryOnConflict(conflictBackoff, func() error {
+		cm, err := cms.Get(ctx, CoreDNSConfigMap, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			result = CoreDNSNotFound
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		corefile, ok := cm.Data[corefileKey]
+		if !ok {
+			return fmt.Errorf("it has no %q key; add the clusterset.local section to the cluster's DNS configuration by hand", corefileKey)
+		}
+		want, err := deploy.AddCoreDNSStanza(corefile, dnsIP)
+		if err != nil {
+			return err
+		}
+		if want == corefile {
+			result = CoreDNSUnchanged
+			return nil
+		}
+		cm.Data[corefileKey] = want
+		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{FieldManager: deploy.FieldManager})
+		result = CoreDNSUpdated
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("the CoreDNS ConfigMap %s/%s: %w", metav1.NamespaceSystem, CoreDNSConfigMap, err)
+	}
+	return result, nil
+}

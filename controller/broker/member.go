@@ -1,0 +1,113 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/snorkel-net/snorkel/deploy"
+)
+
+// Names of what DeployMember runs in AgentNamespace.
+const (
+	// AgentDaemonSet runs the agent on every gateway node.
+	AgentDaemonSet = "snorkel-agent"
+	// DNSDeployment runs dnsd; DNSService is its Service, whose ClusterIP
+	// CoreDNS forwards clusterset.local to. Both are named like
+	// Lighthouse's DNS server's.
+	DNSDeployment = "submariner-lighthouse-coredns"
+	DNSService    = "submariner-lighthouse-coredns"
+	// GatewayLabel marks the nodes the agent runs on, with value "true".
+	GatewayLabel = "submariner.io/gateway"
+)
+
+// MemberManifests is the manifests' base of a member cluster.
+const MemberManifests = "member"
+
+// MemberOptions configures DeployMember.
+type MemberOptions struct {
+	// Image is the Snorkel image the agent and dnsd run (--image);
+	// default deploy.DefaultImage.
+	Image string
+}
+
+// MemberDeployment is what DeployMember set up.
+type MemberDeployment struct {
+	ClusterID string
+	Image     string
+	// DNSAddress is the ClusterIP of DNSService.
+	DNSAddress string
+	// CoreDNS tells whether the cluster's CoreDNS was changed; if it was
+	// not found, Stanza is what the cluster's DNS needs.
+	CoreDNS CoreDNSResult
+	Stanza  string
+	// GatewayNodes are the nodes labelled GatewayLabel=true, where the
+	// agent runs; none means no gateway yet.
+	GatewayNodes []string
+}
+
+// DeployMember runs Snorkel in a cluster Join set up: the agent DaemonSet
+// on the gateway nodes, dnsd and its Service (the member manifests but for
+// the access objects Join applied), and a forward of clusterset.local to
+// dnsd in the cluster's CoreDNS. Running it again changes nothing unless
+// the image changed.
+func DeployMember(ctx context.Context, member *rest.Config, o MemberOptions) (*MemberDeployment, error) {
+	if o.Image == "" {
+		o.Image = deploy.DefaultImage
+	}
+	objs, err := memberWorkloads(o.Image)
+	if err != nil {
+		return nil, err
+	}
+	kc, err := kubernetes.NewForConfig(member)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := LoadAgentConfig(ctx, kc, AgentNamespace)
+	if err != nil {
+		return nil, err
+	}
+	if err := deploy.Apply(ctx, member, objs, false); err != nil {
+		return nil, err
+	}
+	svc, err := kc.CoreV1().Services(AgentNamespace).Get(ctx, DNSService, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("reading dnsd's Service %s/%s: %w", AgentNamespace, DNSService, err)
+	}
+	if svc.Spec.ClusterIP == "" || svc.Spec.ClusterIP == "None" {
+		return nil, fmt.Errorf("dnsd's Service %s/%s has no ClusterIP for CoreDNS to forward to; delete it and deploy again", AgentNamespace, DNSService)
+	}
+	d := &MemberDeployment{ClusterID: cfg.ClusterID, Image: o.Image, DNSAddress: svc.Spec.ClusterIP}
+	if d.CoreDNS, err = configureCoreDNS(ctx, kc, d.DNSAddress); err != nil {
+		return nil, err
+	}
+	if d.CoreDNS == CoreDNSNotFound {
+		if d.Stanza, err = deploy.CoreDNSStanza(d.DNSAddress); err != nil {
+			return nil, err
+		}
+	}
+	nodes, err := kc.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: GatewayLabel + "=true"})
+	if err != nil {
+		return nil, fmt.Errorf("listing the gateway nodes: %w", err)
+	}
+	for _, n := range nodes.Items {
+		d.GatewayNodes = append(d.GatewayNodes, n.Name)
+	}
+	slices.Sort(d.GatewayNodes)
+	return d, nil
+}
+
+// memberWorkloads are the member manifests DeployMember applies: all but
+// the access objects, which Join applies from their definitions.
+func memberWorkloads(image string) ([]*unstructured.Unstructured, error) {
+	objs, err := deploy.Manifests(MemberManifests, deploy.ManifestOptions{Image: image})
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(objs, func(u *unstructured.Unstructured) bool { return accessKinds[u.GetKind()] }), nil
+}
