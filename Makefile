@@ -57,8 +57,8 @@ fuzz: ## run every fuzz target for FUZZTIME executions (default 20000x)
 bench: ## Go benchmarks (decode, checksum, route lookup, transport seal/open)
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
-perf: build tools ## throughput: Snorkel's transports against plain wireguard-go and kernel routing (root)
-	$(BIN)/snorkel benchmark throughput --transport all --baseline wireguard-go,kernel --reps 3 --duration 10s
+perf: build tools ## data path against every baseline, all workloads, Globalnet on and off (root)
+	$(BIN)/snorkel benchmark all --transport all --globalnet --baseline all --reps 3 --duration 10s
 
 lab: build ## the two-cluster lab: up, demo, down (root); TRANSPORT=wireguard|vxlan
 	$(BIN)/snorkel lab run --transport $(TRANSPORT)

@@ -159,3 +159,33 @@ func sleep(ctx context.Context, d time.Duration) error {
 		return nil
 	}
 }
+
+// processPeakRSS returns a process's peak resident set size in bytes:
+// VmHWM of /proc/PID/status.
+func processPeakRSS(pid int) (uint64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, fmt.Errorf("perf: %w", err)
+	}
+	return parsePeakRSS(b)
+}
+
+// parsePeakRSS reads the "VmHWM:  1234 kB" line of /proc/PID/status.
+func parsePeakRSS(status []byte) (uint64, error) {
+	for line := range bytes.Lines(status) {
+		v, ok := bytes.CutPrefix(line, []byte("VmHWM:"))
+		if !ok {
+			continue
+		}
+		f := strings.Fields(string(v))
+		if len(f) != 2 || f[1] != "kB" {
+			return 0, fmt.Errorf("perf: malformed VmHWM line %q", bytes.TrimSpace(line))
+		}
+		kb, err := strconv.ParseUint(f[0], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("perf: malformed VmHWM line %q", bytes.TrimSpace(line))
+		}
+		return kb << 10, nil
+	}
+	return 0, fmt.Errorf("perf: no VmHWM in /proc/PID/status (a kernel thread, or a process that exited?)")
+}

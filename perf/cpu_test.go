@@ -58,3 +58,19 @@ func TestCPUModelReadsTheFirstModelName(t *testing.T) {
 		t.Errorf("got %q from cpuinfo without a model name", got)
 	}
 }
+
+func TestParsePeakRSSReadsVmHWMInBytes(t *testing.T) {
+	status := "Name:\tsnorkel\nVmPeak:\t 1269180 kB\nVmSize:\t 1269180 kB\nVmHWM:\t   21504 kB\nVmRSS:\t   20480 kB\n"
+	got, err := parsePeakRSS([]byte(status))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != 21504*1024 {
+		t.Errorf("peak RSS %d, want %d", got, 21504*1024)
+	}
+	for _, bad := range []string{"", "Name:\tkthreadd\nVmRSS:\t1 kB\n", "VmHWM:\t12 MB\n", "VmHWM:\tx kB\n"} {
+		if _, err := parsePeakRSS([]byte(bad)); err == nil {
+			t.Errorf("%q parsed, want an error", bad)
+		}
+	}
+}

@@ -2,33 +2,24 @@ package perf
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/snorkel-net/snorkel/perf/topo"
 )
 
-// TestThroughputEndToEnd runs the whole benchmark briefly: Snorkel over
-// WireGuard, with and without Globalnet, against wireguard-go, one 2 s rep
-// each, with real gateways, iperf3 and wireguard-go processes in network
-// namespaces.
-func TestThroughputEndToEnd(t *testing.T) {
+// TestBenchmarkEndToEnd runs the whole harness briefly: every workload on
+// Snorkel over WireGuard and on the veth ceiling, one 2 s repetition each,
+// with real gateways, iperf3, ping and perf-pod processes in network
+// namespaces, and checks what it wrote.
+func TestBenchmarkEndToEnd(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to create network namespaces and TUN devices")
+		t.Skip("needs root to create network namespaces and TUN devices; run the tests as root")
 	}
-	wgGo, err := FindWireGuardGo()
-	if errors.Is(err, ErrNoWireGuardGo) {
-		t.Skipf("%v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	bin, err := topo.BuildSnorkel(ctx, t.TempDir())
 	if err != nil {
@@ -36,53 +27,93 @@ func TestThroughputEndToEnd(t *testing.T) {
 	}
 	out := filepath.Join(t.TempDir(), "out")
 	prefix := fmt.Sprintf("sgt%d-", os.Getpid()%10000)
-	res, err := RunThroughput(ctx, ThroughputOptions{
-		Transports:  []string{"wireguard"},
-		Globalnet:   true,
-		Baselines:   []string{BaselineWireGuardGo},
-		Reps:        1,
-		Duration:    2 * time.Second,
-		OutDir:      out,
-		StateDir:    filepath.Join(t.TempDir(), "state"),
-		Prefix:      prefix,
-		Binary:      bin,
-		WireGuardGo: wgGo,
-		IdleWait:    5 * time.Second,
-		Command:     "go test -run TestThroughputEndToEnd",
-		Progress:    testWriter{t},
+	res, err := Run(ctx, Options{
+		Benchmark:  BenchmarkAll,
+		Transports: []string{"wireguard"},
+		Baselines:  []string{BaselineVeth},
+		Reps:       1,
+		Duration:   2 * time.Second,
+		OutDir:     out,
+		StateDir:   filepath.Join(t.TempDir(), "state"),
+		Prefix:     prefix,
+		Binary:     bin,
+		IdleWait:   -1,
+		Command:    "go test -run TestBenchmarkEndToEnd",
+		Progress:   testWriter{t},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"snorkel-wireguard", "snorkel-wireguard-globalnet", "wireguard-go"} {
-		s, ok := res.Summary(name, MetricThroughput.Name)
-		if !ok || s.N != 1 || s.Median <= 0 {
-			t.Errorf("%s: throughput summary %+v, want one non-zero value", name, s)
-		}
-		if c, ok := res.Summary(name, MetricTunnelCPU.Name); !ok || c.Median <= 0 {
-			t.Errorf("%s: no tunnel CPU measured: %+v", name, c)
-		}
+	if left, _ := topo.List(prefix); len(left) > 0 {
+		t.Errorf("namespaces left behind: %v", left)
 	}
-	if len(res.Comparisons) != 2 || res.Comparisons[0].Ratio <= 0 || res.Comparisons[1].Ratio <= 0 ||
-		res.Comparisons[1].System != "snorkel-wireguard-globalnet" || res.Comparisons[1].Baseline != "snorkel-wireguard" {
-		t.Errorf("comparisons %+v, want snorkel-wireguard against wireguard-go and its Globalnet system against it", res.Comparisons)
-	}
-	if gn := res.Systems[1]; !strings.Contains(gn.Server, "global IP 242.2.") {
-		t.Errorf("Globalnet system's server %q, want one reached at a global IP", gn.Server)
-	}
+
 	back, err := ReadResults(filepath.Join(out, "results.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(back.Runs) != 3 || back.Runs[0].Raw == "" {
-		t.Errorf("results.json holds %+v", back.Runs)
+	if want := 2 * len(AllWorkloads); len(back.Runs) != want {
+		t.Fatalf("results.json holds %d measurements, want %d", len(back.Runs), want)
 	}
-	if st, err := os.Stat(filepath.Join(out, "report.md")); err != nil || st.Size() == 0 {
-		t.Errorf("report.md: %v", err)
+	for _, m := range back.Runs {
+		if m.Error != "" {
+			t.Errorf("%s %s failed: %s", m.System, m.Workload, m.Error)
+		}
+		if m.Raw == "" {
+			t.Errorf("%s %s: no raw output saved", m.System, m.Workload)
+		}
 	}
-	if left, _ := topo.List(prefix); len(left) > 0 {
-		t.Errorf("namespaces left behind: %v", left)
+	for _, sys := range []string{"snorkel-wireguard", "veth"} {
+		get := func(w string, metric Metric) float64 {
+			s, ok := back.Summary(sys, w, metric.Name)
+			if !ok || s.N != 1 {
+				t.Errorf("%s %s: no %s", sys, w, metric.Name)
+			}
+			return s.Median
+		}
+		for _, w := range []string{WorkloadTCP1, WorkloadTCP1Rev, WorkloadTCP10, WorkloadTCP10Rev} {
+			if v := get(w, MetricThroughput); v <= 0 {
+				t.Errorf("%s %s: throughput %v", sys, w, v)
+			}
+		}
+		if rx, tx := get(WorkloadUDP, MetricRxPPS), get(WorkloadUDP, MetricTxPPS); rx <= 0 || rx > tx {
+			t.Errorf("%s: UDP received %v/s of %v/s sent", sys, rx, tx)
+		}
+		if p50, p99, p999 := get(WorkloadRR, MetricP50), get(WorkloadRR, MetricP99), get(WorkloadRR, MetricP999); !(0 < p50 && p50 <= p99 && p99 <= p999) {
+			t.Errorf("%s: RR percentiles %v, %v, %v out of order", sys, p50, p99, p999)
+		}
+		if p50, p99 := get(WorkloadPing, MetricP50), get(WorkloadPing, MetricP99); !(0 < p50 && p50 <= p99) {
+			t.Errorf("%s: ping percentiles %v, %v out of order", sys, p50, p99)
+		}
 	}
+	if c, ok := back.Summary("snorkel-wireguard", WorkloadTCP1, MetricCPUPerGbit.Name); !ok || c.Median <= 0 {
+		t.Errorf("snorkel-wireguard: no CPU per gigabit: %+v", c)
+	}
+	if m, ok := back.Summary("snorkel-wireguard", WorkloadTCP1, MetricPeakRSS.Name); !ok || m.Median < 1<<20 {
+		t.Errorf("snorkel-wireguard: peak memory %+v, want at least 1 MiB", m)
+	}
+	if _, ok := back.Summary("veth", WorkloadTCP1, MetricCPUPerGbit.Name); ok {
+		t.Error("veth has a CPU cost although the kernel carries its traffic")
+	}
+	if len(back.Comparisons) != 5 || back.Comparisons[0].Baseline != "veth" || back.Comparisons[0].Ratio <= 0 {
+		t.Errorf("comparisons %+v, want snorkel-wireguard against veth on each throughput workload", back.Comparisons)
+	}
+	for _, f := range append([]string{"report.md"}, back.Plots...) {
+		b, err := os.ReadFile(filepath.Join(out, f))
+		if err != nil || len(b) == 0 {
+			t.Errorf("%s: %v", f, err)
+			continue
+		}
+		if filepath.Ext(f) == ".svg" {
+			if bars, _ := parseSVG(t, b); bars == 0 {
+				t.Errorf("%s has no bars", f)
+			}
+		}
+	}
+	if len(back.Plots) != 4 {
+		t.Errorf("plots %v, want throughput, udp, latency and cpu", back.Plots)
+	}
+	t.Logf("results: %d measurements; plots %v", len(res.Runs), res.Plots)
 }
 
 // testWriter sends progress lines to the test log.

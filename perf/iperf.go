@@ -13,10 +13,7 @@ import (
 	"github.com/snorkel-net/snorkel/perf/topo"
 )
 
-// iperfPort is where the iperf3 server listens, inside the server pod.
-const iperfPort = 5201
-
-// IperfTCP is what a single-flow iperf3 TCP client run reports.
+// IperfTCP is what an iperf3 TCP client run reports.
 type IperfTCP struct {
 	// ReceivedBPS is the payload rate the server received, the number a
 	// throughput comparison uses: what was sent but lost does not count.
@@ -28,6 +25,9 @@ type IperfTCP struct {
 	// percent of one core.
 	SenderCPU, ReceiverCPU float64
 	Streams                int
+	// Reverse is set when the server sent and the client received
+	// (iperf3 -R).
+	Reverse bool
 }
 
 // iperfJSON is the part of `iperf3 -J` output that IperfTCP reads.
@@ -36,6 +36,7 @@ type iperfJSON struct {
 		TestStart struct {
 			Protocol   string `json:"protocol"`
 			NumStreams int    `json:"num_streams"`
+			Reverse    int    `json:"reverse"`
 		} `json:"test_start"`
 	} `json:"start"`
 	End struct {
@@ -74,7 +75,7 @@ func ParseIperfTCP(b []byte) (IperfTCP, error) {
 	if j.End.SumReceived.Seconds <= 0 {
 		return IperfTCP{}, errors.New("perf: iperf3 JSON: no end.sum_received; was the test cut short?")
 	}
-	return IperfTCP{
+	r := IperfTCP{
 		ReceivedBPS: j.End.SumReceived.BitsPerSecond,
 		SentBPS:     j.End.SumSent.BitsPerSecond,
 		Retransmits: j.End.SumSent.Retransmits,
@@ -82,11 +83,17 @@ func ParseIperfTCP(b []byte) (IperfTCP, error) {
 		SenderCPU:   j.End.CPU.HostTotal,
 		ReceiverCPU: j.End.CPU.RemoteTotal,
 		Streams:     j.Start.TestStart.NumStreams,
-	}, nil
+		Reverse:     j.Start.TestStart.Reverse != 0,
+	}
+	// The client's CPU is the host's; reversed, the client receives.
+	if r.Reverse {
+		r.SenderCPU, r.ReceiverCPU = r.ReceiverCPU, r.SenderCPU
+	}
+	return r, nil
 }
 
-// values returns the measurement's metrics.
-func (r IperfTCP) values() map[string]float64 {
+// Values returns the measurement's metrics.
+func (r IperfTCP) Values() map[string]float64 {
 	return map[string]float64{
 		MetricThroughput.Name:  r.ReceivedBPS,
 		MetricRetransmits.Name: float64(r.Retransmits),
@@ -95,10 +102,10 @@ func (r IperfTCP) values() map[string]float64 {
 	}
 }
 
-// startIperfServer starts `iperf3 -s` bound to addr, an address of ns, as
-// a process of t, and waits until it listens.
-func startIperfServer(ctx context.Context, t *topo.Topology, ns *topo.NS, addr netip.Addr) (*topo.Process, error) {
-	p, err := ns.Start("iperf3-server", "iperf3", "-s", "-B", addr.String(), "-p", strconv.Itoa(iperfPort))
+// startServer starts a traffic server in ns as a process of t and waits
+// until it listens on TCP port port.
+func startServer(ctx context.Context, t *topo.Topology, ns *topo.NS, name string, port int, bin string, args ...string) (*topo.Process, error) {
+	p, err := ns.Start(name, bin, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -106,15 +113,15 @@ func startIperfServer(ctx context.Context, t *topo.Topology, ns *topo.NS, addr n
 	for {
 		// ss, not a probe connection: iperf3 would take a probe for a test
 		// client and log an error.
-		out, err := ns.Run(ctx, "ss", "-Hltn", "sport = :"+strconv.Itoa(iperfPort))
+		out, err := ns.Run(ctx, "ss", "-Hltn", "sport = :"+strconv.Itoa(port))
 		if err == nil && len(bytes.TrimSpace(out)) > 0 {
 			return p, nil
 		}
 		if !p.Alive() {
-			return nil, fmt.Errorf("perf: iperf3 server in %s exited: %v; log %s", ns, p.ExitError(), t.LogPath(p.Name))
+			return nil, fmt.Errorf("perf: %s in %s exited: %v; log %s", name, ns, p.ExitError(), t.LogPath(p.Name))
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("perf: iperf3 server in %s not listening on %s:%d after 10s; log %s", ns, addr, iperfPort, t.LogPath(p.Name))
+			return nil, fmt.Errorf("perf: %s in %s not listening on TCP port %d after 10s; log %s", name, ns, port, t.LogPath(p.Name))
 		}
 		if err := sleep(ctx, 100*time.Millisecond); err != nil {
 			return nil, err
@@ -122,16 +129,17 @@ func startIperfServer(ctx context.Context, t *topo.Topology, ns *topo.NS, addr n
 	}
 }
 
-// runIperfTCP runs one single-flow TCP iperf3 client in ns toward server
-// for d and returns its JSON output. The output is returned even when the
-// run failed, since iperf3 writes its error into it.
-func runIperfTCP(ctx context.Context, ns *topo.NS, server netip.Addr, d time.Duration) ([]byte, error) {
+// runIperfTCP runs a TCP iperf3 client in ns toward server for d, with
+// extra arguments (flows, direction), and returns its JSON output. The
+// output is returned even when the run failed, since iperf3 writes its
+// error into it.
+func runIperfTCP(ctx context.Context, ns *topo.NS, server netip.Addr, d time.Duration, extra ...string) ([]byte, error) {
 	// iperf3 gives up on its own only when the connection fails; bound a
 	// stalled flow too.
 	ctx, cancel := context.WithTimeout(ctx, d+30*time.Second)
 	defer cancel()
-	cmd := ns.Command(ctx, "iperf3", "-c", server.String(), "-p", strconv.Itoa(iperfPort),
-		"-t", strconv.Itoa(int(d/time.Second)), "-P", "1", "-J")
+	args := append([]string{"-c", server.String(), "-p", strconv.Itoa(iperfPort), "-t", strconv.Itoa(int(d / time.Second)), "-J"}, extra...)
+	cmd := ns.Command(ctx, "iperf3", args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

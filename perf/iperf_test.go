@@ -48,7 +48,7 @@ func TestParseIperfTCPReadsReceivedRateRetransmitsAndCPU(t *testing.T) {
 			if r.SentBPS < r.ReceivedBPS*0.9 {
 				t.Errorf("sent %v is far below received %v: fields swapped?", r.SentBPS, r.ReceivedBPS)
 			}
-			v := r.values()
+			v := r.Values()
 			if v[MetricThroughput.Name] != tc.receivedBPS || v[MetricRetransmits.Name] != float64(tc.retransmits) {
 				t.Errorf("values %v do not carry the received rate and retransmits", v)
 			}
@@ -77,6 +77,41 @@ func TestParseIperfTCPRefusesWhatItCannotTrust(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			if r, err := ParseIperfTCP(in); err == nil {
 				t.Errorf("parsed %+v, want an error", r)
+			}
+		})
+	}
+}
+
+// The fixtures are real outputs of iperf 3.12 over loopback: -R, -P 10
+// -w 256K, and both.
+func TestParseIperfTCPReadsParallelAndReversedRuns(t *testing.T) {
+	for _, tc := range []struct {
+		file        string
+		streams     int
+		reverse     bool
+		receivedBPS float64
+		senderCPU   float64
+		receiverCPU float64
+	}{
+		// Reversed, the client (iperf3's host) receives: its CPU is the
+		// receiver's.
+		{"iperf3-tcp-reverse.json", 1, true, 16536860322.224878, 98.05836400503273, 35.9165323606752},
+		{"iperf3-tcp-10.json", 10, false, 0, 0, 0},
+		{"iperf3-tcp-10-reverse.json", 10, true, 12906692797.413055, 0, 0},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			r, err := ParseIperfTCP(readFixture(t, tc.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Streams != tc.streams || r.Reverse != tc.reverse {
+				t.Errorf("%d streams, reverse %v; want %d, %v", r.Streams, r.Reverse, tc.streams, tc.reverse)
+			}
+			if r.ReceivedBPS <= 1e9 || (tc.receivedBPS != 0 && r.ReceivedBPS != tc.receivedBPS) {
+				t.Errorf("received %v, want %v (all flows summed)", r.ReceivedBPS, tc.receivedBPS)
+			}
+			if tc.senderCPU != 0 && (r.SenderCPU != tc.senderCPU || r.ReceiverCPU != tc.receiverCPU) {
+				t.Errorf("CPU sender %v receiver %v, want %v and %v", r.SenderCPU, r.ReceiverCPU, tc.senderCPU, tc.receiverCPU)
 			}
 		})
 	}

@@ -5,79 +5,272 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 )
 
-// summaryTable returns the header and rows of the per-system table: the
-// throughput statistics and the medians of the cost metrics.
-func (r *Results) summaryTable() ([]string, [][]string) {
-	head := []string{"system", "median Gb/s", "min Gb/s", "max Gb/s", "retransmits", "tunnel CPU", "host busy", "reps"}
-	var rows [][]string
-	for _, s := range r.Systems {
-		tp, ok := r.Summary(s.Name, MetricThroughput.Name)
-		row := []string{s.Name, "-", "-", "-", "-", "-", "-", "0"}
-		if ok {
-			row[7] = fmt.Sprint(tp.N)
-			if tp.Failed > 0 {
-				row[7] = fmt.Sprintf("%d (%d failed)", tp.N, tp.Failed)
-			}
-			if tp.N > 0 {
-				row[1], row[2], row[3] = gbps(tp.Median), gbps(tp.Min), gbps(tp.Max)
-			}
-		}
-		if m, ok := r.Summary(s.Name, MetricRetransmits.Name); ok && m.N > 0 {
-			row[4] = fmt.Sprintf("%.0f", m.Median)
-		}
-		if m, ok := r.Summary(s.Name, MetricTunnelCPU.Name); ok && m.N > 0 {
-			row[5] = fmt.Sprintf("%.0f%%", m.Median)
-		}
-		if m, ok := r.Summary(s.Name, MetricHostBusy.Name); ok && m.N > 0 {
-			row[6] = fmt.Sprintf("%.0f%%", m.Median)
-		}
-		rows = append(rows, row)
-	}
-	return head, rows
+// kernelCPU stands in a cost cell of a system whose data path is the
+// kernel's: its CPU is spent in softirq context, charged to whatever
+// process happens to run, and no number would be right.
+const kernelCPU = "kernel (not attributable)"
+
+// table is a titled grid of cells with a note under it.
+type table struct {
+	title string
+	head  []string
+	rows  [][]string
+	note  string
 }
 
-func gbps(bps float64) string { return fmt.Sprintf("%.2f", bps/1e9) }
-
-// String says the comparison in words.
-func (c Comparison) String() string {
-	s := fmt.Sprintf("%s / %s (median %s): %.2f×", c.System, c.Baseline, c.Metric, c.Ratio)
-	if c.Target > 0 {
-		verdict := "met"
-		if !c.Met() {
-			verdict = "NOT met"
+// tables returns the run's summary tables: throughput, cost and latency,
+// each with a row per system and only the columns of workloads that ran.
+func (r *Results) tables() []table {
+	var out []table
+	tput := table{title: "Throughput", head: []string{"system"},
+		note: fmt.Sprintf("Median (min–max) over the repetitions. TCP in Gb/s of payload received; UDP in thousands of %d-byte datagrams received per second, with the median share lost.", UDPPayload)}
+	cost := table{title: "Cost", head: []string{"system"},
+		note: "CPU seconds the tunnel processes of both gateway nodes spent per gigabit delivered, median (min–max); tunnel CPU in % of one core during the single-flow run; peak memory is the largest VmHWM of a tunnel process. " +
+			"Where the kernel carries the traffic (veth, kernel vxlan) its CPU is spent in softirq context on whatever runs, and is not attributable."}
+	lat := table{title: "Latency", head: []string{"system"},
+		note: "Round trips in µs, median over the repetitions of each repetition's percentile; transactions per second with one in flight."}
+	has := func(w string) bool { _, ok := r.Workload(w); return ok }
+	tcp := []string{}
+	for _, w := range r.Workloads {
+		if w.Primary == MetricThroughput.Name {
+			tcp = append(tcp, w.Name)
+			tput.head = append(tput.head, w.Title)
+			cost.head = append(cost.head, "CPU s/Gb, "+w.Title)
 		}
-		s += fmt.Sprintf(" (target ≥ %.2f×: %s)", c.Target, verdict)
+	}
+	if has(WorkloadUDP) {
+		tput.head = append(tput.head, "UDP 64 B, kpps received (loss)")
+	}
+	if len(tcp) > 0 {
+		cost.head = append(cost.head, "tunnel CPU, "+r.workloadTitle(tcp[0]))
+	}
+	cost.head = append(cost.head, "peak memory")
+	if has(WorkloadRR) {
+		lat.head = append(lat.head, "RR transactions/s", "RR p50", "RR p99", "RR p99.9")
+	}
+	if has(WorkloadPing) {
+		lat.head = append(lat.head, "ping p50", "ping p99", "ping loss")
+	}
+	for _, s := range r.Systems {
+		if s.Unavailable != "" {
+			for _, t := range []*table{&tput, &cost, &lat} {
+				t.rows = append(t.rows, padRow([]string{s.Name, "unavailable"}, len(t.head)))
+			}
+			continue
+		}
+		tr, cr, lr := []string{s.Name}, []string{s.Name}, []string{s.Name}
+		for _, w := range tcp {
+			tr = append(tr, r.cell(s.Name, w, MetricThroughput.Name, 1e-9, "%.2f", true))
+			if s.KernelDataPath {
+				cr = append(cr, kernelCPU)
+			} else {
+				cr = append(cr, r.cell(s.Name, w, MetricCPUPerGbit.Name, 1, "%.2f", true))
+			}
+		}
+		if has(WorkloadUDP) {
+			c := r.cell(s.Name, WorkloadUDP, MetricRxPPS.Name, 1e-3, "%.0f", true)
+			if l, ok := r.Summary(s.Name, WorkloadUDP, MetricLoss.Name); ok && l.N > 0 {
+				c += fmt.Sprintf(", %.1f%% lost", l.Median)
+			}
+			tr = append(tr, c)
+		}
+		if len(tcp) > 0 {
+			if s.KernelDataPath {
+				cr = append(cr, kernelCPU)
+			} else {
+				cr = append(cr, r.cell(s.Name, tcp[0], MetricTunnelCPU.Name, 1, "%.0f%%", false))
+			}
+		}
+		cr = append(cr, r.peakMemory(s))
+		if has(WorkloadRR) {
+			lr = append(lr, r.cell(s.Name, WorkloadRR, MetricTransactions.Name, 1, "%.0f", false),
+				r.cell(s.Name, WorkloadRR, MetricP50.Name, 1, "%.0f", false),
+				r.cell(s.Name, WorkloadRR, MetricP99.Name, 1, "%.0f", false),
+				r.cell(s.Name, WorkloadRR, MetricP999.Name, 1, "%.0f", false))
+		}
+		if has(WorkloadPing) {
+			lr = append(lr, r.cell(s.Name, WorkloadPing, MetricP50.Name, 1, "%.0f", false),
+				r.cell(s.Name, WorkloadPing, MetricP99.Name, 1, "%.0f", false),
+				r.cell(s.Name, WorkloadPing, MetricLoss.Name, 1, "%.1f%%", false))
+		}
+		tput.rows, cost.rows, lat.rows = append(tput.rows, tr), append(cost.rows, cr), append(lat.rows, lr)
+	}
+	for _, t := range []table{tput, cost, lat} {
+		if len(t.head) > 1 && !(t.title == "Cost" && len(t.head) == 2) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// cell formats a summary: the median scaled and formatted, with the range
+// when withRange is set, "-" when nothing was measured, and the failed
+// repetitions counted.
+func (r *Results) cell(system, workload, metric string, scale float64, format string, withRange bool) string {
+	s, ok := r.Summary(system, workload, metric)
+	if !ok {
+		return "-"
+	}
+	c := "-"
+	if s.N > 0 {
+		c = fmt.Sprintf(format, s.Median*scale)
+		if withRange && s.N > 1 {
+			c += fmt.Sprintf(" (%s–%s)", fmt.Sprintf(format, s.Min*scale), fmt.Sprintf(format, s.Max*scale))
+		}
+	}
+	if s.Failed > 0 {
+		c += fmt.Sprintf(" [%d failed]", s.Failed)
+	}
+	return c
+}
+
+// peakMemory is the largest peak RSS any tunnel process of the system
+// reached in the run.
+func (r *Results) peakMemory(s SystemInfo) string {
+	if s.KernelDataPath {
+		return "-"
+	}
+	peak := 0.0
+	for _, w := range r.Workloads {
+		if m, ok := r.Summary(s.Name, w.Name, MetricPeakRSS.Name); ok && m.N > 0 {
+			peak = max(peak, m.Max)
+		}
+	}
+	if peak == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f MiB", peak/(1<<20))
+}
+
+func (r *Results) workloadTitle(name string) string {
+	if w, ok := r.Workload(name); ok {
+		return w.Title
+	}
+	return name
+}
+
+func padRow(row []string, n int) []string {
+	for len(row) < n {
+		row = append(row, "")
+	}
+	return row
+}
+
+// ratioTable is the comparisons as a grid: a row per system and baseline
+// pair, a column per workload.
+func (r *Results) ratioTable() table {
+	t := table{title: "Ratios", head: []string{"system / baseline", "target"},
+		note: "Median over median of the same run. A missed target shows how far short it fell."}
+	var workloads []string
+	for _, w := range r.Workloads {
+		if slices.ContainsFunc(r.Comparisons, func(c Comparison) bool { return c.Workload == w.Name }) {
+			workloads = append(workloads, w.Name)
+			t.head = append(t.head, w.Title)
+		}
+	}
+	type pair struct{ system, baseline string }
+	var pairs []pair
+	for _, c := range r.Comparisons {
+		if p := (pair{c.System, c.Baseline}); !slices.Contains(pairs, p) {
+			pairs = append(pairs, p)
+		}
+	}
+	for _, p := range pairs {
+		row := []string{p.system + " / " + p.baseline, "-"}
+		for _, w := range workloads {
+			cell := "-"
+			for _, c := range r.Comparisons {
+				if c.System != p.system || c.Baseline != p.baseline || c.Workload != w {
+					continue
+				}
+				if c.Target > 0 {
+					row[1] = fmt.Sprintf("≥ %.2f×", c.Target)
+				}
+				cell = c.verdict()
+			}
+			row = append(row, cell)
+		}
+		t.rows = append(t.rows, row)
+	}
+	return t
+}
+
+// verdict is the ratio with, under a target, whether it is met or by how
+// much it falls short.
+func (c Comparison) verdict() string {
+	s := fmt.Sprintf("%.2f×", c.Ratio)
+	switch {
+	case c.Target <= 0:
+	case c.Met():
+		s += " met"
+	default:
+		s += fmt.Sprintf(" MISSED by %.0f%%", 100*c.Shortfall())
 	}
 	return s
 }
 
-// WriteTable writes the summary for a terminal: the table, the
-// comparisons, and what the columns mean.
-func (r *Results) WriteTable(w io.Writer) error {
-	head, rows := r.summaryTable()
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
-	for _, row := range rows {
-		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
+// String says the comparison in words.
+func (c Comparison) String() string {
+	s := fmt.Sprintf("%s / %s, %s (median %s): %.2f×", c.System, c.Baseline, c.Workload, c.Metric, c.Ratio)
+	if c.Target > 0 {
+		if c.Met() {
+			s += fmt.Sprintf(" (target ≥ %.2f×: met)", c.Target)
+		} else {
+			s += fmt.Sprintf(" (target ≥ %.2f×: NOT met, %.0f%% short)", c.Target, 100*c.Shortfall())
+		}
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	fmt.Fprintln(w)
+	return s
+}
+
+// Missed returns the comparisons that fall short of their target.
+func (r *Results) Missed() []Comparison {
+	var out []Comparison
 	for _, c := range r.Comparisons {
-		fmt.Fprintln(w, c)
+		if c.Target > 0 && !c.Met() {
+			out = append(out, c)
+		}
 	}
-	_, err := fmt.Fprintf(w, "\nretransmits, tunnel CPU (%% of one core, both gateway nodes) and host busy (%% of %d cores) are medians over the reps\n", r.Machine.CPUs)
+	return out
+}
+
+// WriteTable writes the summary for a terminal: the tables, the ratios,
+// and the unavailable systems.
+func (r *Results) WriteTable(w io.Writer) error {
+	tables := r.tables()
+	if len(r.Comparisons) > 0 {
+		tables = append(tables, r.ratioTable())
+	}
+	for _, t := range tables {
+		fmt.Fprintf(w, "%s\n", t.title)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, strings.Join(t.head, "\t")+"\t")
+		for _, row := range t.rows {
+			fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "%s\n\n", t.note)
+	}
+	for _, s := range r.Systems {
+		if s.Unavailable != "" {
+			fmt.Fprintf(w, "%s unavailable: %s\n", s.Name, s.Unavailable)
+		}
+	}
+	_, err := fmt.Fprintf(w, "%d repetitions of %.0f s per workload and system, interleaved; machine: %d CPUs (%s), kernel %s\n",
+		r.Settings.Reps, r.Settings.DurationSec, r.Machine.CPUs, r.Machine.CPUModel, r.Machine.Kernel)
 	return err
 }
 
-// WriteMarkdown writes dir/report.md: the summary, the comparisons, every
-// measurement, the command and the machine.
+// WriteMarkdown writes dir/report.md: the command and the machine, the
+// summary tables, the ratios against the targets, the plots, the systems
+// and every measurement.
 func (r *Results) WriteMarkdown(dir string) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Snorkel benchmark: %s\n\n", r.Benchmark)
@@ -87,24 +280,51 @@ func (r *Results) WriteMarkdown(dir string) error {
 	}
 	b.WriteString(".\n\n")
 	fmt.Fprintf(&b, "```\n%s\n```\n\n", r.Command)
-	fmt.Fprintf(&b, "Machine: %d CPUs (%s), kernel %s, host %s; %s; %s.\n\n", r.Machine.CPUs, r.Machine.CPUModel, r.Machine.Kernel, r.Machine.Hostname, r.Machine.GoVersion, r.Machine.Iperf3)
-	fmt.Fprintf(&b, "Workload: %s. Repetitions per system: %d, of %.0f s each, interleaved across systems; before each one the host is given up to %.0f s to fall to %.0f%% busy. Tunnel MTU %d.\n\n",
-		r.Settings.Workload, r.Settings.Reps, r.Settings.DurationSec, r.Settings.IdleWaitSec, r.Settings.IdleBusyMax, r.Settings.TunnelMTU)
+	fmt.Fprintf(&b, "Machine: %d CPUs (%s), kernel %s, host %s; %s; %s. Every tunnel end, traffic tool and the harness share these CPUs.\n\n",
+		r.Machine.CPUs, r.Machine.CPUModel, r.Machine.Kernel, r.Machine.Hostname, r.Machine.GoVersion, r.Machine.Iperf3)
+	fmt.Fprintf(&b, "Topology: %s. Repetitions: %d of %.0f s per workload and system, every system up at once and measured in interleaved rounds; before each measurement the host is given up to %.0f s to fall to %.0f%% busy.\n\n",
+		r.Settings.Topology, r.Settings.Reps, r.Settings.DurationSec, r.Settings.IdleWaitSec, r.Settings.IdleBusyMax)
 
-	b.WriteString("## Summary\n\n")
-	head, rows := r.summaryTable()
-	mdTable(&b, head, rows)
-	fmt.Fprintf(&b, "\nRetransmits, tunnel CPU (%% of one core, both gateway nodes together) and host busy (%% of all %d cores) are medians.\n", r.Machine.CPUs)
+	for _, t := range r.tables() {
+		fmt.Fprintf(&b, "## %s\n\n", t.title)
+		mdTable(&b, t.head, t.rows)
+		fmt.Fprintf(&b, "\n%s\n\n", t.note)
+	}
 	if len(r.Comparisons) > 0 {
-		b.WriteString("\n")
-		for _, c := range r.Comparisons {
-			fmt.Fprintf(&b, "- %s\n", c)
+		t := r.ratioTable()
+		b.WriteString("## Ratios and targets\n\n")
+		mdTable(&b, t.head, t.rows)
+		fmt.Fprintf(&b, "\n%s\n\n", t.note)
+		if missed := r.Missed(); len(missed) > 0 {
+			b.WriteString("Missed targets:\n\n")
+			for _, c := range missed {
+				fmt.Fprintf(&b, "- %s\n", c)
+			}
+			b.WriteString("\n")
+		}
+	}
+	if len(r.Plots) > 0 {
+		b.WriteString("## Plots\n\n")
+		for _, p := range r.Plots {
+			fmt.Fprintf(&b, "![%s](%s)\n\n", strings.TrimSuffix(filepath.Base(p), ".svg"), filepath.ToSlash(p))
 		}
 	}
 
+	b.WriteString("## Workloads\n\n")
+	for _, w := range r.Workloads {
+		fmt.Fprintf(&b, "- **%s** (%s): %s.\n", w.Name, w.Title, w.Description)
+	}
 	b.WriteString("\n## Systems\n\n")
 	for _, s := range r.Systems {
-		fmt.Fprintf(&b, "- **%s** (%s): %s. Namespaces %s*, client %s, server %s.", s.Name, s.Kind, s.Description, s.Prefix, s.Client, s.Server)
+		if s.Unavailable != "" {
+			fmt.Fprintf(&b, "- **%s**: unavailable on this machine: %s\n", s.Name, s.Unavailable)
+			continue
+		}
+		fmt.Fprintf(&b, "- **%s** (%s): %s.", s.Name, s.Kind, s.Description)
+		if s.TunnelMTU > 0 {
+			fmt.Fprintf(&b, " Tunnel MTU %d.", s.TunnelMTU)
+		}
+		fmt.Fprintf(&b, " Namespaces %s*, client %s, server %s.", s.Prefix, s.Client, s.Server)
 		if s.Version != "" {
 			fmt.Fprintf(&b, " Version: `%s`.", s.Version)
 		}
@@ -112,29 +332,45 @@ func (r *Results) WriteMarkdown(dir string) error {
 	}
 
 	b.WriteString("\n## Measurements\n\n")
-	var mrows [][]string
+	var rows [][]string
 	for _, m := range r.Runs {
-		row := []string{fmt.Sprint(m.Order), m.System, fmt.Sprint(m.Rep), m.Start.Format("15:04:05")}
+		row := []string{fmt.Sprint(m.Order), m.System, m.Workload, fmt.Sprint(m.Rep), m.Start.Format("15:04:05")}
+		w, _ := r.Workload(m.Workload)
 		if m.Error != "" {
-			row = append(row, "failed: "+m.Error, "", "", "", "")
+			row = append(row, "failed: "+m.Error, "", "", "")
 		} else {
 			var per []string
 			for _, p := range m.Processes {
 				per = append(per, fmt.Sprintf("%s %.0f%%", p.Name, p.Percent))
 			}
-			row = append(row, gbps(m.Values[MetricThroughput.Name]), fmt.Sprintf("%.0f", m.Values[MetricRetransmits.Name]),
-				strings.Join(per, ", "), fmt.Sprintf("%.0f%%", m.Values[MetricHostBusy.Name]), fmt.Sprintf("%.0f%%", m.IdleBefore))
+			row = append(row, m.result(w), strings.Join(per, ", "), fmt.Sprintf("%.0f%%", m.Values[MetricHostBusy.Name]), fmt.Sprintf("%.0f%%", m.IdleBefore))
 		}
-		mrows = append(mrows, row)
+		rows = append(rows, row)
 	}
-	mdTable(&b, []string{"#", "system", "rep", "start (UTC)", "Gb/s", "retransmits", "tunnel CPU", "host busy", "busy before"}, mrows)
-	b.WriteString("\nEvery value, with iperf3's own output per rep, is in results.json and raw/.\n")
+	mdTable(&b, []string{"#", "system", "workload", "rep", "start (UTC)", "result", "tunnel CPU", "host busy", "busy before"}, rows)
+	b.WriteString("\nEvery value, with each tool's own output per measurement, is in results.json and raw/.\n")
 
 	path := filepath.Join(dir, "report.md")
 	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
 		return fmt.Errorf("perf: write report: %w", err)
 	}
 	return nil
+}
+
+// result is a measurement's headline numbers.
+func (m Measurement) result(w Workload) string {
+	v := m.Values
+	switch w.Primary {
+	case MetricThroughput.Name:
+		return fmt.Sprintf("%.2f Gb/s, %.0f retransmits", v[MetricThroughput.Name]/1e9, v[MetricRetransmits.Name])
+	case MetricRxPPS.Name:
+		return fmt.Sprintf("%.0f of %.0f kpps (%.1f%% lost)", v[MetricRxPPS.Name]/1e3, v[MetricTxPPS.Name]/1e3, v[MetricLoss.Name])
+	}
+	s := fmt.Sprintf("p50 %.0f µs, p99 %.0f µs", v[MetricP50.Name], v[MetricP99.Name])
+	if p, ok := v[MetricP999.Name]; ok {
+		s += fmt.Sprintf(", p99.9 %.0f µs", p)
+	}
+	return s
 }
 
 func mdTable(b *strings.Builder, head []string, rows [][]string) {

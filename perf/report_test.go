@@ -1,6 +1,9 @@
 package perf
 
 import (
+	"encoding/xml"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,54 +11,79 @@ import (
 	"time"
 )
 
-// sampleResults is a run of two systems, three reps each, one of which
-// failed, as RunThroughput would record it.
+// sampleResults is a run of four systems, three reps each of the
+// single-flow TCP and RR workloads, one of which failed, and a baseline
+// that could not run, as Run would record it.
 func sampleResults() *Results {
 	r := &Results{
-		Benchmark: "throughput",
-		Command:   "snorkel benchmark throughput --reps 3",
+		Benchmark: BenchmarkAll,
+		Command:   "snorkel benchmark all --reps 3",
 		Started:   time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC),
 		Finished:  time.Date(2026, 11, 22, 10, 2, 0, 0, time.UTC),
 		Machine:   Machine{CPUs: 2, CPUModel: "AMD EPYC", Kernel: "6.18"},
 		Settings:  Settings{Reps: 3, DurationSec: 10},
-		Metrics:   []Metric{MetricThroughput, MetricRetransmits, MetricTunnelCPU},
+		Workloads: []Workload{WorkloadsOf(BenchmarkThroughput)[0], WorkloadsOf(BenchmarkLatency)[0]},
 		Systems: []SystemInfo{
 			{Name: "snorkel-wireguard", Kind: KindSnorkel, Transport: "wireguard"},
 			{Name: "wireguard-go", Kind: KindBaseline, Transport: "wireguard"},
+			{Name: "veth", Kind: KindBaseline, KernelDataPath: true},
+			{Name: "strongswan", Kind: KindBaseline, Unavailable: "strongSwan's charon with kernel-libipsec is not installed"},
 		},
 	}
-	add := func(sys string, rep int, gbps, cpu float64) {
-		r.Runs = append(r.Runs, Measurement{System: sys, Rep: rep, Order: len(r.Runs) + 1, Values: map[string]float64{
-			MetricThroughput.Name: gbps * 1e9, MetricRetransmits.Name: 2, MetricTunnelCPU.Name: cpu,
-		}, Processes: []ProcessCPU{{Name: "gw-c1", PID: 10, Percent: cpu / 2}, {Name: "gw-c2", PID: 11, Percent: cpu / 2}}})
+	add := func(sys string, rep int, gbps, cpu, p50 float64) {
+		procs := []ProcessCPU{{Name: "gw-c1", PID: 10, Percent: cpu / 2, PeakRSS: 20 << 20}, {Name: "gw-c2", PID: 11, Percent: cpu / 2, PeakRSS: 24 << 20}}
+		if sys == "veth" {
+			procs = nil
+		}
+		m := Measurement{System: sys, Workload: WorkloadTCP1, Rep: rep, Order: len(r.Runs) + 1,
+			Values: map[string]float64{MetricThroughput.Name: gbps * 1e9, MetricRetransmits.Name: 2}, Processes: procs}
+		m.addCost()
+		r.Runs = append(r.Runs, m)
+		rr := Measurement{System: sys, Workload: WorkloadRR, Rep: rep, Order: len(r.Runs) + 1,
+			Values: map[string]float64{MetricP50.Name: p50, MetricP99.Name: 2 * p50, MetricP999.Name: 4 * p50, MetricTransactions.Name: 1e6 / p50}}
+		r.Runs = append(r.Runs, rr)
 	}
-	add("snorkel-wireguard", 1, 1.9, 150)
-	add("wireguard-go", 1, 2.0, 140)
-	add("wireguard-go", 2, 2.1, 141)
-	add("snorkel-wireguard", 2, 1.7, 152)
-	add("snorkel-wireguard", 3, 1.8, 151)
-	r.Runs = append(r.Runs, Measurement{System: "wireguard-go", Rep: 3, Order: 6, Error: "iperf3 failed: connection reset"})
+	add("snorkel-wireguard", 1, 1.9, 150, 100)
+	add("wireguard-go", 1, 2.0, 140, 90)
+	add("veth", 1, 12, 0, 30)
+	add("wireguard-go", 2, 2.1, 141, 95)
+	add("veth", 2, 11, 0, 31)
+	add("snorkel-wireguard", 2, 1.7, 152, 110)
+	add("snorkel-wireguard", 3, 1.8, 151, 105)
+	add("veth", 3, 13, 0, 29)
+	r.Runs = append(r.Runs, Measurement{System: "wireguard-go", Workload: WorkloadTCP1, Rep: 3, Order: len(r.Runs) + 1, Error: "iperf3 failed: connection reset"})
 	r.summarize()
-	r.compare(MetricThroughput.Name, "snorkel-wireguard", "wireguard-go", WireGuardTarget)
+	for _, c := range comparisons(r.Systems, r.Workloads) {
+		r.compare(c.Workload, c.Metric, c.System, c.Baseline, c.Target)
+	}
 	return r
 }
 
 func TestSummariesSkipFailedRepsAndCountThem(t *testing.T) {
 	r := sampleResults()
-	s, ok := r.Summary("snorkel-wireguard", MetricThroughput.Name)
+	s, ok := r.Summary("snorkel-wireguard", WorkloadTCP1, MetricThroughput.Name)
 	if !ok || s.N != 3 || s.Median != 1.8e9 || s.Min != 1.7e9 || s.Max != 1.9e9 || s.Failed != 0 {
 		t.Errorf("snorkel summary %+v", s)
 	}
-	w, ok := r.Summary("wireguard-go", MetricThroughput.Name)
+	w, ok := r.Summary("wireguard-go", WorkloadTCP1, MetricThroughput.Name)
 	if !ok || w.N != 2 || w.Median != 2.05e9 || w.Failed != 1 {
 		t.Errorf("wireguard-go summary %+v, want 2 values, median 2.05e9, 1 failed", w)
 	}
-	if len(r.Comparisons) != 1 {
-		t.Fatalf("comparisons %+v", r.Comparisons)
+	if rr, ok := r.Summary("wireguard-go", WorkloadRR, MetricP50.Name); !ok || rr.N != 2 || rr.Failed != 0 {
+		t.Errorf("wireguard-go's RR summary %+v: the failed TCP rep must not count against it", rr)
+	}
+	if _, ok := r.Summary("veth", WorkloadTCP1, MetricCPUPerGbit.Name); ok {
+		t.Error("veth has a CPU cost although the kernel carries its traffic")
+	}
+	if len(r.Comparisons) != 2 {
+		t.Fatalf("comparisons %+v, want snorkel-wireguard against veth and wireguard-go", r.Comparisons)
 	}
 	c := r.Comparisons[0]
-	if want := 1.8 / 2.05; c.Ratio < want-1e-9 || c.Ratio > want+1e-9 || c.Met() {
-		t.Errorf("comparison %+v, want ratio %v, target not met", c, want)
+	if want := 1.8 / 2.05; c.Baseline != "wireguard-go" || c.Ratio < want-1e-9 || c.Ratio > want+1e-9 || c.Met() {
+		t.Errorf("comparison %+v, want ratio %v against wireguard-go, target not met", c, want)
+	}
+	if got := c.Shortfall(); got < 0.12 || got > 0.13 {
+		t.Errorf("shortfall %v, want about 12%%", got)
 	}
 }
 
@@ -73,15 +101,21 @@ func TestResultsJSONRoundTrips(t *testing.T) {
 	if len(back.Runs) != len(r.Runs) || len(back.Summaries) != len(r.Summaries) || back.Comparisons[0] != r.Comparisons[0] {
 		t.Errorf("read back %+v", back)
 	}
-	if back.Runs[5].Error == "" || back.Runs[0].Values[MetricThroughput.Name] != 1.9e9 {
+	if back.Runs[len(back.Runs)-1].Error == "" || back.Runs[0].Values[MetricThroughput.Name] != 1.9e9 || back.Runs[0].Processes[1].PeakRSS != 24<<20 {
 		t.Errorf("measurements changed on the way: %+v", back.Runs)
 	}
-	if s, _ := back.Summary("wireguard-go", MetricThroughput.Name); s.Failed != 1 || s.N != 2 {
+	if s, _ := back.Summary("wireguard-go", WorkloadTCP1, MetricThroughput.Name); s.Failed != 1 || s.N != 2 {
 		t.Errorf("summary changed on the way: %+v", s)
+	}
+	if w, ok := back.Workload(WorkloadRR); !ok || w.Primary != MetricP50.Name || len(w.Metrics) == 0 {
+		t.Errorf("workload changed on the way: %+v", w)
+	}
+	if s, _ := back.System("strongswan"); s.Unavailable == "" {
+		t.Error("the unavailable system lost its reason")
 	}
 }
 
-func TestReportsShowTableRatioCommandAndMachine(t *testing.T) {
+func TestReportsShowTablesRatiosCostsAndUnavailableSystems(t *testing.T) {
 	r := sampleResults()
 	var term strings.Builder
 	if err := r.WriteTable(&term); err != nil {
@@ -95,41 +129,121 @@ func TestReportsShowTableRatioCommandAndMachine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"snorkel-wireguard", "1.80", "1.70", "1.90", "2.05", "151%", "0.88×", "NOT met", "2 (1 failed)"} {
+	for _, want := range []string{"snorkel-wireguard", "1.80 (1.70–1.90)", "2.05 (2.00–2.10) [1 failed]", "12.00 (11.00–13.00)",
+		"0.84 (0.79–0.89)", // 151% of a core for 1.8 Gb/s
+		kernelCPU, "24 MiB", "0.88× MISSED by 12%", "≥ 1.00×",
+		"strongswan unavailable: strongSwan's charon", "105", "210", "420"} {
 		if !strings.Contains(term.String(), want) {
 			t.Errorf("terminal table lacks %q:\n%s", want, term.String())
 		}
 	}
-	for _, want := range []string{"| snorkel-wireguard | 1.80 | 1.70 | 1.90 |", "snorkel benchmark throughput --reps 3", "AMD EPYC", "kernel 6.18",
-		"2026-11-22T10:00:00Z", "failed: iperf3 failed: connection reset", "gw-c1 75%"} {
+	for _, want := range []string{"| snorkel-wireguard | 1.80 (1.70–1.90) |", "snorkel benchmark all --reps 3", "AMD EPYC", "kernel 6.18",
+		"2026-11-22T10:00:00Z", "failed: iperf3 failed: connection reset", "gw-c1 75%", "| strongswan | unavailable |",
+		"unavailable on this machine: strongSwan's charon", "NOT met, 12% short", "## Ratios and targets", "## Latency", "## Cost"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("report.md lacks %q:\n%s", want, md)
 		}
 	}
 }
 
-func TestThroughputOptionsNameEveryBadFlag(t *testing.T) {
-	o := ThroughputOptions{Transports: []string{"ipsec"}, Baselines: []string{"strongswan"}, Reps: -1, Duration: 1500 * time.Millisecond, Prefix: "much-too-long-"}
-	o.applyDefaults()
-	err := o.validate()
-	if err == nil {
-		t.Fatal("validate accepted bad options")
+func TestPlotsAreWellFormedSVGWithABarPerSystemAndSeries(t *testing.T) {
+	r := sampleResults()
+	dir := t.TempDir()
+	plots, err := r.WritePlots(dir)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, want := range []string{`transport "ipsec"`, `baseline "strongswan"`, "reps -1", "duration 1.5s", "out:", "prefix"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error lacks %q: %v", want, err)
+	if strings.Join(plots, ",") != "throughput.svg,latency.svg,cpu.svg" {
+		t.Fatalf("plots %v, want throughput, latency and cpu", plots)
+	}
+	for _, tc := range []struct {
+		file  string
+		bars  int
+		texts []string
+	}{
+		// Three available systems, one TCP workload.
+		{"throughput.svg", 3, []string{"Gb/s of payload received", "snorkel-wireguard", "wireguard-go", "veth", "TCP 1 flow, c1→c2"}},
+		// Three systems, three RR percentiles.
+		{"latency.svg", 9, []string{"µs", "TCP RR p50", "TCP RR p99.9"}},
+		// veth's bar is a note instead.
+		{"cpu.svg", 2, []string{"CPU seconds per Gb", kernelCPU}},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			b, err := os.ReadFile(filepath.Join(dir, tc.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			bars, texts := parseSVG(t, b)
+			if bars != tc.bars {
+				t.Errorf("%d bars, want %d", bars, tc.bars)
+			}
+			for _, want := range tc.texts {
+				if !strings.Contains(texts, want) {
+					t.Errorf("no text %q in %s", want, tc.file)
+				}
+			}
+			if strings.Contains(texts, "strongswan") {
+				t.Error("the unavailable system has a group")
+			}
+		})
+	}
+}
+
+// parseSVG checks that b is well-formed XML with an svg root and returns
+// the number of bars and all text it shows.
+func parseSVG(t *testing.T, b []byte) (bars int, texts string) {
+	t.Helper()
+	d := xml.NewDecoder(strings.NewReader(string(b)))
+	var sb strings.Builder
+	first := true
+	for {
+		tok, err := d.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("not well-formed: %v", err)
+		}
+		switch e := tok.(type) {
+		case xml.StartElement:
+			if first && e.Name.Local != "svg" {
+				t.Fatalf("root element %s, want svg", e.Name.Local)
+			}
+			first = false
+			for _, a := range e.Attr {
+				if e.Name.Local == "rect" && a.Name.Local == "class" && a.Value == "bar" {
+					bars++
+				}
+			}
+		case xml.CharData:
+			sb.Write(e)
+			sb.WriteString("\n")
 		}
 	}
-	good := ThroughputOptions{Transports: []string{"wireguard", "vxlan"}, Baselines: []string{BaselineWireGuardGo}, OutDir: "x"}
-	good.applyDefaults()
-	if err := good.validate(); err != nil {
-		t.Errorf("validate refused good options: %v", err)
+	return bars, sb.String()
+}
+
+func TestNiceScaleCoversTheMaximumWithRoundTicks(t *testing.T) {
+	for _, tc := range []struct{ in, top, step float64 }{
+		{12.3, 15, 5},
+		{1.9, 2, 0.5},
+		{420, 500, 100},
+		{0, 1, 0.2},
+		{5, 5, 1},
+	} {
+		top, step := niceScale(tc.in)
+		if top != tc.top || step != tc.step {
+			t.Errorf("niceScale(%v) = %v, %v; want %v, %v", tc.in, top, step, tc.top, tc.step)
+		}
 	}
-	var names []string
-	for _, s := range good.setups() {
-		names = append(names, s.Name)
+}
+
+func TestLogRangeSpansWholeDecades(t *testing.T) {
+	series := []barSeries{{bars: []bar{{median: 37, min: 30, max: 45, ok: true}, {median: 7207, min: 5000, max: 12000, ok: true}, {}}}}
+	if lo, hi := logRange(series); lo != 10 || hi != 100000 {
+		t.Errorf("logRange = %v, %v; want 10, 100000", lo, hi)
 	}
-	if got := strings.Join(names, ","); got != "snorkel-wireguard,snorkel-vxlan,wireguard-go" {
-		t.Errorf("setups %s", got)
+	if lo, hi := logRange([]barSeries{{bars: []bar{{}}}}); lo != 1 || hi != 10 {
+		t.Errorf("logRange of nothing = %v, %v; want 1, 10", lo, hi)
 	}
 }

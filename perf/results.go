@@ -9,8 +9,8 @@ import (
 )
 
 // Metric describes a quantity a measurement reports. Metrics are named, not
-// fields, so that a new workload (latency, UDP packet rate) adds metrics
-// without changing the result types or the code that summarises them.
+// fields, so that a workload adds metrics without changing the result
+// types or the code that summarises them.
 type Metric struct {
 	Name        string `json:"name"`
 	Unit        string `json:"unit"`
@@ -19,25 +19,45 @@ type Metric struct {
 	HigherIsBetter bool `json:"higherIsBetter"`
 }
 
-// The metrics of the TCP throughput workload.
+// The metrics of the workloads.
 var (
 	MetricThroughput = Metric{"throughput", "bit/s",
-		"TCP payload received per second by the iperf3 server (iperf3 end.sum_received.bits_per_second)", true}
+		"TCP payload received per second by the receiving iperf3 (end.sum_received.bits_per_second), all flows together", true}
 	MetricRetransmits = Metric{"retransmits", "segments",
 		"TCP retransmissions of the sender (iperf3 end.sum_sent.retransmits)", false}
-	MetricTunnelCPU = Metric{"tunnel_cpu", "% of one core",
-		"CPU (user+system) of the tunnel processes on both gateway nodes, from /proc/PID/stat", false}
 	MetricSenderCPU = Metric{"sender_cpu", "% of one core",
-		"CPU of the iperf3 client (iperf3 cpu_utilization_percent.host_total)", false}
+		"CPU of the sending iperf3 (iperf3 cpu_utilization_percent)", false}
 	MetricReceiverCPU = Metric{"receiver_cpu", "% of one core",
-		"CPU of the iperf3 server (iperf3 cpu_utilization_percent.remote_total)", false}
+		"CPU of the receiving iperf3 (iperf3 cpu_utilization_percent)", false}
+	MetricRxPPS = Metric{"rx_pps", "packets/s",
+		"datagrams the sink received, per second of sending", true}
+	MetricTxPPS = Metric{"tx_pps", "packets/s",
+		"datagrams the source sent per second", true}
+	MetricLoss = Metric{"loss", "%",
+		"share of the datagrams or echo requests sent that were not answered or counted", false}
+	MetricTransactions = Metric{"transactions", "1/s",
+		"request/response transactions completed per second, one in flight", true}
+	MetricP50       = Metric{"p50", "µs", "median round trip", false}
+	MetricP99       = Metric{"p99", "µs", "99th percentile round trip", false}
+	MetricP999      = Metric{"p999", "µs", "99.9th percentile round trip", false}
+	MetricRTTMean   = Metric{"mean", "µs", "mean round trip", false}
+	MetricTunnelCPU = Metric{"tunnel_cpu", "% of one core",
+		"CPU (user+system) of the tunnel processes of both gateway nodes over the measurement, from /proc/PID/stat", false}
+	MetricCPUPerGbit = Metric{"cpu_per_gbit", "CPU s/Gbit",
+		"CPU seconds the tunnel processes of both gateway nodes spent per gigabit of TCP payload delivered", false}
+	MetricPeakRSS = Metric{"peak_rss", "bytes",
+		"largest peak resident set (VmHWM, /proc/PID/status) of the tunnel processes, since they started", false}
 	MetricHostBusy = Metric{"host_busy", "% of all cores",
 		"CPU busy on the whole host during the measurement, from /proc/stat", false}
 )
 
+// costMetrics are recorded by the harness around every workload.
+var costMetrics = []Metric{MetricTunnelCPU, MetricCPUPerGbit, MetricPeakRSS, MetricHostBusy}
+
 // Results is everything one benchmark run measured; results.json is its
 // JSON form.
 type Results struct {
+	// Benchmark is what ran: "throughput", "latency" or "all".
 	Benchmark string    `json:"benchmark"`
 	Command   string    `json:"command"`
 	Started   time.Time `json:"started"`
@@ -47,24 +67,29 @@ type Results struct {
 	Interrupted bool          `json:"interrupted,omitempty"`
 	Machine     Machine       `json:"machine"`
 	Settings    Settings      `json:"settings"`
-	Metrics     []Metric      `json:"metrics"`
+	Workloads   []Workload    `json:"workloads"`
 	Systems     []SystemInfo  `json:"systems"`
 	Runs        []Measurement `json:"measurements"`
 	Summaries   []Summary     `json:"summaries"`
 	Comparisons []Comparison  `json:"comparisons"`
+	// Plots are the SVG files of the run, relative to the output
+	// directory.
+	Plots []string `json:"plots,omitempty"`
 }
 
 // Settings are the knobs of a run that shape its numbers.
 type Settings struct {
-	Workload    string  `json:"workload"`
 	Reps        int     `json:"reps"`
 	DurationSec float64 `json:"durationSeconds"`
-	// IdleWaitSec bounds the wait before each repetition for the host's
+	// IdleWaitSec bounds the wait before each measurement for the host's
 	// CPU to drop to IdleBusyMax percent.
 	IdleWaitSec float64 `json:"idleWaitSeconds"`
 	IdleBusyMax float64 `json:"idleBusyMaxPercent"`
-	// TunnelMTU is the inner MTU every tunnel runs with.
-	TunnelMTU int `json:"tunnelMTU"`
+	// UDPRate caps the UDP workload's datagrams per second; 0 is as fast
+	// as the source can send.
+	UDPRate float64 `json:"udpRate,omitempty"`
+	// Topology says where the traffic runs.
+	Topology string `json:"topology"`
 }
 
 // SystemInfo describes a system under test.
@@ -79,11 +104,19 @@ type SystemInfo struct {
 	// every packet between clusters with the same CIDRs.
 	Globalnet   bool   `json:"globalnet,omitempty"`
 	Description string `json:"description"`
-	// Version is the first line the tunnel binary prints for --version.
+	// KernelDataPath is set when the kernel carries the traffic, so that
+	// no process's CPU can be attributed to it.
+	KernelDataPath bool `json:"kernelDataPath,omitempty"`
+	// TunnelMTU is the MTU of the tunnel's inner packets, 0 without one.
+	TunnelMTU int `json:"tunnelMTU,omitempty"`
+	// Version is the first line the tunnel binary prints for its version.
 	Version string `json:"version,omitempty"`
-	Prefix  string `json:"namespacePrefix"`
-	Client  string `json:"client"`
-	Server  string `json:"server"`
+	Prefix  string `json:"namespacePrefix,omitempty"`
+	Client  string `json:"client,omitempty"`
+	Server  string `json:"server,omitempty"`
+	// Unavailable says why the system could not run on this machine;
+	// such a system has no measurements.
+	Unavailable string `json:"unavailable,omitempty"`
 }
 
 // Kinds of system.
@@ -94,8 +127,9 @@ const (
 
 // Measurement is one repetition of a workload on one system.
 type Measurement struct {
-	System string `json:"system"`
-	Rep    int    `json:"rep"`
+	System   string `json:"system"`
+	Workload string `json:"workload"`
+	Rep      int    `json:"rep"`
 	// Order is the measurement's position in the run, from 1.
 	Order int       `json:"order"`
 	Start time.Time `json:"start"`
@@ -103,7 +137,7 @@ type Measurement struct {
 	Seconds float64 `json:"seconds"`
 	// Values maps metric names to values in the metric's unit.
 	Values map[string]float64 `json:"values"`
-	// Processes is the CPU of each tunnel process over the measurement.
+	// Processes is the CPU and memory of each tunnel process.
 	Processes []ProcessCPU `json:"tunnelProcesses,omitempty"`
 	// IdleBefore is the host's busy percentage just before the
 	// measurement, and IdleWaitSec how long it waited for it.
@@ -124,26 +158,30 @@ type Measurement struct {
 	Error string `json:"error,omitempty"`
 }
 
-// ProcessCPU is one process's CPU use over a measurement.
+// ProcessCPU is one tunnel process's CPU use over a measurement and its
+// peak memory until its end.
 type ProcessCPU struct {
 	Name    string  `json:"name"`
 	PID     int     `json:"pid"`
 	Percent float64 `json:"percentOfOneCore"`
+	PeakRSS uint64  `json:"peakRSSBytes,omitempty"`
 }
 
-// Summary is the statistics of one metric of one system over its
-// successful repetitions.
+// Summary is the statistics of one metric of one workload on one system
+// over its successful repetitions.
 type Summary struct {
-	System string `json:"system"`
-	Metric string `json:"metric"`
+	System   string `json:"system"`
+	Workload string `json:"workload"`
+	Metric   string `json:"metric"`
 	Stat
 	// Failed counts repetitions that produced no value.
 	Failed int `json:"failed,omitempty"`
 }
 
 // Comparison is the ratio of a system's median to a baseline's median for
-// one metric.
+// one metric of one workload.
 type Comparison struct {
+	Workload string  `json:"workload"`
 	Metric   string  `json:"metric"`
 	System   string  `json:"system"`
 	Baseline string  `json:"baseline"`
@@ -157,52 +195,87 @@ func (c Comparison) Met() bool {
 	return c.Target > 0 && c.Ratio >= c.Target
 }
 
-// summarize fills r.Summaries from r.Runs: one summary per system and
-// metric, systems in r.Systems order, metrics in r.Metrics order.
+// Shortfall is how far below its target the comparison is, as a fraction
+// of the target; 0 when it is met or has none.
+func (c Comparison) Shortfall() float64 {
+	if c.Target <= 0 || c.Ratio >= c.Target {
+		return 0
+	}
+	return 1 - c.Ratio/c.Target
+}
+
+// Workload returns the workload of that name.
+func (r *Results) Workload(name string) (Workload, bool) {
+	for _, w := range r.Workloads {
+		if w.Name == name {
+			return w, true
+		}
+	}
+	return Workload{}, false
+}
+
+// System returns the system of that name.
+func (r *Results) System(name string) (SystemInfo, bool) {
+	for _, s := range r.Systems {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return SystemInfo{}, false
+}
+
+// summarize fills r.Summaries from r.Runs: per system, workload and
+// metric, in r.Systems, r.Workloads and the workload's metric order, the
+// cost metrics last.
 func (r *Results) summarize() {
 	r.Summaries = r.Summaries[:0]
 	for _, s := range r.Systems {
-		for _, m := range r.Metrics {
-			var vs []float64
-			failed := 0
-			for _, run := range r.Runs {
-				if run.System != s.Name {
+		for _, w := range r.Workloads {
+			for _, m := range append(w.Metrics, costMetrics...) {
+				var vs []float64
+				failed, any := 0, false
+				for _, run := range r.Runs {
+					if run.System != s.Name || run.Workload != w.Name {
+						continue
+					}
+					any = true
+					v, ok := run.Values[m.Name]
+					if !ok {
+						if run.Error != "" {
+							failed++
+						}
+						continue
+					}
+					vs = append(vs, v)
+				}
+				if !any || len(vs) == 0 && failed == 0 {
 					continue
 				}
-				v, ok := run.Values[m.Name]
-				if !ok {
-					failed++
-					continue
-				}
-				vs = append(vs, v)
+				r.Summaries = append(r.Summaries, Summary{System: s.Name, Workload: w.Name, Metric: m.Name, Stat: Summarize(vs), Failed: failed})
 			}
-			if len(vs) == 0 && failed == 0 {
-				continue
-			}
-			r.Summaries = append(r.Summaries, Summary{System: s.Name, Metric: m.Name, Stat: Summarize(vs), Failed: failed})
 		}
 	}
 }
 
-// Summary returns the summary of a system's metric.
-func (r *Results) Summary(system, metric string) (Summary, bool) {
+// Summary returns the summary of a system's metric in a workload.
+func (r *Results) Summary(system, workload, metric string) (Summary, bool) {
 	for _, s := range r.Summaries {
-		if s.System == system && s.Metric == metric {
+		if s.System == system && s.Workload == workload && s.Metric == metric {
 			return s, true
 		}
 	}
 	return Summary{}, false
 }
 
-// compare adds a comparison of system to baseline on metric, if both have
-// a median.
-func (r *Results) compare(metric, system, baseline string, target float64) {
-	a, ok1 := r.Summary(system, metric)
-	b, ok2 := r.Summary(baseline, metric)
+// compare adds a comparison of system to baseline on a workload's metric,
+// if both have a median.
+func (r *Results) compare(workload, metric, system, baseline string, target float64) {
+	a, ok1 := r.Summary(system, workload, metric)
+	b, ok2 := r.Summary(baseline, workload, metric)
 	if !ok1 || !ok2 || a.N == 0 || b.N == 0 || b.Median == 0 {
 		return
 	}
-	r.Comparisons = append(r.Comparisons, Comparison{Metric: metric, System: system, Baseline: baseline, Ratio: a.Median / b.Median, Target: target})
+	r.Comparisons = append(r.Comparisons, Comparison{Workload: workload, Metric: metric, System: system, Baseline: baseline, Ratio: a.Median / b.Median, Target: target})
 }
 
 // WriteJSON writes the results to dir/results.json.

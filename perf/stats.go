@@ -55,3 +55,17 @@ func Schedule(systems, reps int) []Slot {
 	}
 	return out
 }
+
+// Percentile returns the p-th percentile (0 < p ≤ 100) of sorted, an
+// ascending slice, by the nearest-rank method: the smallest value at or
+// below which p percent of the values lie. It returns 0 for no values.
+func Percentile(sorted []float64, p float64) float64 {
+	n := len(sorted)
+	if n == 0 {
+		return 0
+	}
+	// The tolerance keeps float error (99.9/100*1000 = 999.0000000000001)
+	// from moving a rank up.
+	rank := int(math.Ceil(p/100*float64(n) - 1e-9))
+	return sorted[min(max(rank, 1), n)-1]
+}

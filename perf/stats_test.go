@@ -70,3 +70,35 @@ func TestScheduleMeasuresEverySystemOncePerRound(t *testing.T) {
 		}
 	}
 }
+
+func TestPercentileTakesTheNearestRank(t *testing.T) {
+	hundred := make([]float64, 100)
+	for i := range hundred {
+		hundred[i] = float64(i + 1)
+	}
+	thousand := make([]float64, 1000)
+	for i := range thousand {
+		thousand[i] = float64(i + 1)
+	}
+	for _, tc := range []struct {
+		name string
+		in   []float64
+		p    float64
+		want float64
+	}{
+		{"median of 1..100", hundred, 50, 50},
+		{"p99 of 1..100", hundred, 99, 99},
+		{"p99.9 of 1..100 is the maximum", hundred, 99.9, 100},
+		{"p99.9 of 1..1000", thousand, 99.9, 999},
+		{"p100 is the maximum", thousand, 100, 1000},
+		{"a tiny p is the minimum", thousand, 0.01, 1},
+		{"one value", []float64{7}, 99.9, 7},
+		{"no values", nil, 50, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Percentile(tc.in, tc.p); got != tc.want {
+				t.Errorf("Percentile(p=%v) = %v, want %v", tc.p, got, tc.want)
+			}
+		})
+	}
+}

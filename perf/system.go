@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"strconv"
+	"strings"
 
 	"github.com/snorkel-net/snorkel/perf/lab"
 	"github.com/snorkel-net/snorkel/perf/topo"
@@ -52,7 +54,13 @@ type Setup struct {
 	// Tag is a short form of Name for namespace prefixes and state
 	// directories: at most 3 characters.
 	Tag string
-	Up  func(ctx context.Context, env Env) (System, error)
+	// Kind is KindSnorkel or KindBaseline. A Snorkel system that cannot
+	// come up fails the run; a baseline is reported unavailable.
+	Kind string
+	// Check, if set, says why the system cannot run on this machine
+	// (a missing program), before anything is built.
+	Check func() error
+	Up    func(ctx context.Context, env Env) (System, error)
 }
 
 // Env is what a Setup gets from the run.
@@ -126,9 +134,12 @@ func upLab(ctx context.Context, env Env, scenario lab.Scenario, transport string
 		at = fmt.Sprintf("global IP %s, pod IP %s", addr, sp.IP)
 	}
 	s.info.Server = fmt.Sprintf("%s (%s, %s)", server, at, sp.Cluster)
-	s.tunnel = s.gatewayProcesses()
+	s.tunnel = s.gatewayProcesses(snorkelGatewayProcess)
 	return s, nil
 }
+
+// snorkelGatewayProcess starts the name of the lab's gateway processes.
+const snorkelGatewayProcess = "gateway-"
 
 // serverPod returns the pod of cluster c that serves a system's traffic and
 // the address clients reach it at: the first pod at its pod IP or, with
@@ -147,19 +158,35 @@ func serverPod(c *lab.ClusterPlan) (lab.PodPlan, netip.Addr, error) {
 }
 
 // gatewayProcesses returns the processes running in the gateway nodes'
-// namespaces: whatever carries the tunnel there.
-func (s *labSystem) gatewayProcesses() []*topo.Process {
+// namespaces whose name starts with prefix: whatever carries the tunnel
+// there, and not the node's other daemons.
+func (s *labSystem) gatewayProcesses(prefix string) []*topo.Process {
 	nodes := map[string]bool{}
 	for _, c := range s.lab.Plan.Clusters {
 		nodes[s.lab.Plan.Prefix+c.Gateway.NS] = true
 	}
 	var out []*topo.Process
 	for _, p := range s.lab.Topo.Processes() {
-		if nodes[p.NS] {
+		if nodes[p.NS] && strings.HasPrefix(p.Name, prefix) {
 			out = append(out, p)
 		}
 	}
 	return out
+}
+
+// gatewayLinkMTU returns the MTU of a link of the first cluster's gateway
+// node, or 0 if it cannot be read.
+func (s *labSystem) gatewayLinkMTU(ctx context.Context, link string) int {
+	ns, err := s.lab.Gateway(s.lab.Plan.Clusters[0].Spec.ID)
+	if err != nil {
+		return 0
+	}
+	out, err := ns.Run(ctx, "cat", "/sys/class/net/"+link+"/mtu")
+	if err != nil {
+		return 0
+	}
+	mtu, _ := strconv.Atoi(strings.TrimSpace(string(out)))
+	return mtu
 }
 
 func (s *labSystem) Info() SystemInfo                 { return s.info }
@@ -187,6 +214,7 @@ func SnorkelSetup(transport string) Setup {
 	return Setup{
 		Name: name,
 		Tag:  "s" + transport[:1],
+		Kind: KindSnorkel,
 		Up: func(ctx context.Context, env Env) (System, error) {
 			return upSnorkel(ctx, env, lab.Basic(), SystemInfo{
 				Name:        name,
@@ -207,6 +235,7 @@ func GlobalnetSetup(transport string) Setup {
 	return Setup{
 		Name: name,
 		Tag:  "g" + transport[:1],
+		Kind: KindSnorkel,
 		Up: func(ctx context.Context, env Env) (System, error) {
 			return upSnorkel(ctx, env, lab.Globalnet(), SystemInfo{
 				Name:        name,
@@ -226,6 +255,7 @@ func upSnorkel(ctx context.Context, env Env, scenario lab.Scenario, info SystemI
 		return nil, err
 	}
 	s.info.Version = binaryVersion(ctx, env.Binary, "version")
+	s.info.TunnelMTU = s.gatewayLinkMTU(ctx, s.lab.Plan.Clusters[0].Gateway.TUN)
 	return &snorkelSystem{s}, nil
 }
 
@@ -265,18 +295,21 @@ func (s *snorkelSystem) Profile(ctx context.Context, seconds int) (map[string][]
 	return out, errors.Join(errs...)
 }
 
-// KernelSetup returns the setup of the lab with plain kernel routes between
-// the gateway nodes and no tunnel: the ceiling every tunnel is measured
+// VethSetup returns the setup of the lab with plain kernel routes between
+// the gateway nodes and no tunnel: the packets cross veth pairs and the
+// underlay bridge and nothing else, the ceiling every tunnel is measured
 // against.
-func KernelSetup() Setup {
+func VethSetup() Setup {
 	return Setup{
-		Name: "kernel",
-		Tag:  "k",
+		Name: BaselineVeth,
+		Tag:  "ve",
+		Kind: KindBaseline,
 		Up: func(ctx context.Context, env Env) (System, error) {
 			return upLab(ctx, env, lab.Basic(), lab.TransportKernel, SystemInfo{
-				Name:        "kernel",
-				Kind:        KindBaseline,
-				Description: "no tunnel: the gateway nodes route the remote CIDRs over the underlay",
+				Name:           BaselineVeth,
+				Kind:           KindBaseline,
+				KernelDataPath: true,
+				Description:    "no tunnel: the gateway nodes route the remote CIDRs over the underlay bridge (veth pairs and a bridge, kernel forwarding)",
 			})
 		},
 	}

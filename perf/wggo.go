@@ -75,18 +75,29 @@ func executable(p string) error {
 // wg(8), in the gateway nodes of a lab with kernel routing: the same
 // topology as Snorkel's, the same tunnel MTU, MSS clamped like Snorkel's
 // gateway clamps it, and the remote clusters' CIDRs routed into the
-// wireguard-go device instead of over the underlay.
+// wireguard-go device instead of over the underlay. An empty bin is found
+// with FindWireGuardGo; without one the system is unavailable.
 func WireGuardGoSetup(bin string, mtu int) Setup {
 	return Setup{
-		Name: "wireguard-go",
+		Name: BaselineWireGuardGo,
 		Tag:  "wg",
+		Kind: KindBaseline,
+		Check: func() error {
+			if bin != "" {
+				return executable(bin)
+			}
+			p, err := FindWireGuardGo()
+			bin = p
+			return err
+		},
 		Up: func(ctx context.Context, env Env) (System, error) {
 			s, err := upLab(ctx, env, lab.Basic(), lab.TransportKernel, SystemInfo{
-				Name:        "wireguard-go",
+				Name:        BaselineWireGuardGo,
 				Kind:        KindBaseline,
 				Transport:   "wireguard",
 				Description: fmt.Sprintf("wireguard-go on a TUN device in each gateway node, configured with wg, MTU %d, MSS clamped by nftables", mtu),
 				Version:     binaryVersion(ctx, bin, "--version"),
+				TunnelMTU:   mtu,
 			})
 			if err != nil {
 				return nil, err
@@ -94,7 +105,7 @@ func WireGuardGoSetup(bin string, mtu int) Setup {
 			if err := startWireGuardGo(ctx, s, bin, mtu, env); err != nil {
 				return nil, errors.Join(err, s.Close())
 			}
-			s.tunnel = s.gatewayProcesses()
+			s.tunnel = s.gatewayProcesses("wireguard-go-")
 			return s, nil
 		},
 	}

@@ -13,14 +13,11 @@ import (
 	"github.com/snorkel-net/snorkel/perf/dnsperf"
 )
 
-func init() {
-	commands["benchmark-dns"] = command{run: runBenchmarkDNS, hidden: true}
-}
-
 // defaultCoreDNS is where `make tools` builds CoreDNS.
 const defaultCoreDNS = ".cache/bin/coredns-v1.15.0"
 
-// runBenchmarkDNS compares dnsd with CoreDNS under dnsperf on loopback.
+// runBenchmarkDNS is `snorkel benchmark dns`: dnsd against CoreDNS under
+// dnsperf on loopback.
 func runBenchmarkDNS(args []string) error {
 	fs := flag.NewFlagSet("benchmark dns", flag.ContinueOnError)
 	fs.Usage = func() {

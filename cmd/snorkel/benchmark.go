@@ -5,98 +5,187 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/snorkel-net/snorkel/gateway"
 	"github.com/snorkel-net/snorkel/perf"
+	"github.com/snorkel-net/snorkel/perf/kube"
 )
 
-const benchmarkUsage = `usage: snorkel benchmark throughput [flags]
+const benchmarkUsage = `usage: snorkel benchmark throughput|latency|all [flags]
+       snorkel benchmark throughput|latency --kubecontexts C1,C2 [--kubeconfig FILE] [flags]
+       snorkel benchmark report DIR
 
-Measures single-flow TCP throughput (iperf3) from a c1 pod to a c2 pod of the
-lab, through Snorkel's gateways and through baselines set up the same way, all
-up at once, in interleaved repetitions (root). Prints a table and writes
-results.json and report.md to --out. With --globalnet, each Snorkel transport
-is measured a second time between clusters with the same CIDRs joined by
-Globalnet (a g1 pod to a g2 pod's global IP, translated by both gateways) and
-compared with itself without Globalnet.
+Measures the data path between a pod of one cluster and a pod of another.
 
-Needs iperf3, wg and, for the wireguard-go baseline, a wireguard-go binary:
-$WG_GO, or .cache/bin/wireguard-go as ` + "`make tools`" + ` builds it.
+throughput: iperf3 TCP with 1 and 10 parallel flows, each way, and the
+            packet rate of 64-byte UDP datagrams (sent against received).
+latency:    TCP request/response round trips (p50, p99, p99.9) and ping.
+all:        both.
+
+On this host (root): the lab's two clusters in network namespaces, through
+Snorkel's gateways over each --transport (and with --globalnet, each again
+between clusters with the same CIDRs joined by Globalnet), and through the
+baselines set up the same way: veth (no tunnel, the ceiling), kernel-vxlan,
+wireguard-go and strongswan (charon with kernel-libipsec). Every system is up
+at once and measured in interleaved repetitions; the CPU seconds per gigabit
+and peak memory of the tunnel processes are recorded too. A baseline that
+cannot run here is reported unavailable, with the reason. Progress goes to
+stderr, the tables to stdout; --out receives results.json, report.md, SVG
+plots, each tool's raw output and, with --cpu-profile, the gateways' CPU
+profiles.
+
+With --kubecontexts, on two real clusters instead: an iperf3 (or netserver)
+server pod in the second context's cluster, client pods in the first's aimed
+at its pod IP or, with --globalnet, at the global IP of an exported service
+in front of it; their output is read from the pods' logs, and everything is
+deleted at the end.
+
+report DIR writes DIR's report.md and plots again from its results.json.
+
+Needs iperf3 and ping; wg and a wireguard-go binary ($WG_GO, or
+.cache/bin/wireguard-go as ` + "`make tools`" + ` builds it) for wireguard-go;
+strongSwan's charon, swanctl and kernel-libipsec for strongswan.
 
 flags:
 `
 
 // runBenchmark is `snorkel benchmark`.
 func runBenchmark(args []string) error {
-	sub := "throughput"
+	sub := perf.BenchmarkThroughput
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		sub, args = args[0], args[1:]
+	}
+	switch sub {
+	case "report":
+		return benchmarkReport(args)
+	case "dns":
+		return runBenchmarkDNS(args)
 	}
 	fs := flag.NewFlagSet("benchmark", flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), benchmarkUsage)
 		fs.PrintDefaults()
 	}
-	transport := fs.String("transport", "wireguard", "Snorkel transports to measure: "+strings.Join(gateway.Transports, ", ")+", all, or none")
-	globalnet := fs.Bool("globalnet", false, "also measure each Snorkel transport with Globalnet translation in both gateways")
-	baselines := fs.String("baseline", perf.BaselineWireGuardGo, "baselines to measure, comma-separated: "+strings.Join(perf.BaselineNames, ", ")+", or none")
-	reps := fs.Int("reps", 3, "repetitions per system")
-	duration := fs.Duration("duration", 10*time.Second, "traffic time per repetition (whole seconds)")
+	transport := fs.String("transport", "all", "Snorkel transports to measure, comma-separated: "+strings.Join(gateway.Transports, ", ")+", all, or none")
+	globalnet := fs.Bool("globalnet", false, "also measure each Snorkel transport with Globalnet translation in both gateways; with --kubecontexts, reach the server through an exported service's global IP")
+	baselines := fs.String("baseline", "all", "baselines to measure, comma-separated: "+strings.Join(perf.BaselineNames, ", ")+", all, or none")
+	reps := fs.Int("reps", 3, "repetitions of each workload on each system")
+	duration := fs.Duration("duration", 10*time.Second, "traffic time of each measurement (whole seconds)")
+	udpRate := fs.Float64("udp-rate", 0, "datagrams per second of the UDP workload; 0 sends as fast as the source can")
 	out := fs.String("out", "", "output directory (default perf/out/<UTC timestamp>)")
 	stateDir := fs.String("state-dir", perf.DefaultBenchStateDir, "where each system's lab state lives")
 	prefix := fs.String("prefix", perf.DefaultBenchPrefix, "prefix of every namespace name")
-	idleWait := fs.Duration("idle-wait", 60*time.Second, "longest wait before each repetition for the host to go idle")
+	idleWait := fs.Duration("idle-wait", 60*time.Second, "longest wait before each measurement for the host to go idle (negative: do not wait)")
 	idleBusy := fs.Float64("idle-busy", 25, "host CPU busy percentage that counts as idle")
-	profile := fs.Bool("cpu-profile", false, "record a CPU profile of each Snorkel gateway during every repetition (into --out/profiles)")
+	profile := fs.Bool("cpu-profile", false, "record a CPU profile of each Snorkel gateway during every single-flow TCP repetition (into --out/profiles)")
+	kubecontexts := fs.String("kubecontexts", "", "CLIENT,SERVER: measure between pods of two real clusters, by these kubeconfig contexts")
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file(s), separated as in $KUBECONFIG (default: $KUBECONFIG, then ~/.kube/config)")
+	image := fs.String("image", kube.DefaultImage, "image of the server and client pods, with iperf3 and netperf (--kubecontexts)")
+	podTimeout := fs.Duration("pod-timeout", kube.DefaultPodTimeout, "how long a pod may take to start, and a client pod beyond the traffic time to finish (--kubecontexts)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q; see snorkel benchmark -h", fs.Arg(0))
 	}
-	if sub != "throughput" {
-		return fmt.Errorf("unknown benchmark %q; use throughput", sub)
+	if !slices.Contains(perf.Benchmarks, sub) {
+		return fmt.Errorf("unknown benchmark %q; use throughput, latency, all, dns or report", sub)
 	}
-	o := perf.ThroughputOptions{
-		Transports:  list(*transport, gateway.Transports),
-		Globalnet:   *globalnet,
-		Baselines:   list(*baselines, perf.BaselineNames),
-		Reps:        *reps,
-		Duration:    *duration,
-		OutDir:      *out,
-		StateDir:    *stateDir,
-		Prefix:      *prefix,
-		IdleWait:    *idleWait,
-		IdleBusyMax: *idleBusy,
-		CPUProfile:  *profile,
-		Command:     "snorkel benchmark " + strings.Join(append([]string{sub}, args...), " "),
-		Progress:    os.Stdout,
-	}
-	if o.OutDir == "" {
-		o.OutDir = filepath.Join("perf", "out", time.Now().UTC().Format("20060102T150405Z"))
-	}
-	if os.Geteuid() != 0 {
-		return errors.New("needs root, to create network namespaces and TUN devices; run it with sudo")
+	command := "snorkel benchmark " + strings.Join(append([]string{sub}, args...), " ")
+	outDir := *out
+	if outDir == "" {
+		outDir = filepath.Join("perf", "out", time.Now().UTC().Format("20060102T150405Z"))
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	res, err := perf.RunThroughput(ctx, o)
-	if res != nil {
-		fmt.Println()
-		if terr := res.WriteTable(os.Stdout); terr != nil {
-			return terr
+
+	var res *perf.Results
+	var err error
+	if *kubecontexts != "" {
+		contexts := strings.Split(*kubecontexts, ",")
+		if len(contexts) != 2 || contexts[0] == "" || contexts[1] == "" {
+			return fmt.Errorf("--kubecontexts %q: give two contexts, CLIENT,SERVER", *kubecontexts)
 		}
-		abs, _ := filepath.Abs(o.OutDir)
-		fmt.Printf("\nresults: %s\n", filepath.Join(abs, "results.json"))
-		fmt.Printf("report:  %s\n", filepath.Join(abs, "report.md"))
+		res, err = kube.Run(ctx, kube.Options{
+			Kubeconfig: *kubeconfig,
+			Contexts:   [2]string{contexts[0], contexts[1]},
+			Benchmark:  sub,
+			Globalnet:  *globalnet,
+			Reps:       *reps,
+			Duration:   *duration,
+			Image:      *image,
+			PodTimeout: *podTimeout,
+			OutDir:     outDir,
+			Command:    command,
+			Progress:   os.Stderr,
+		})
+	} else {
+		if os.Geteuid() != 0 {
+			return errors.New("needs root, to create network namespaces and TUN devices; run it with sudo, or measure real clusters with --kubecontexts")
+		}
+		res, err = perf.Run(ctx, perf.Options{
+			Benchmark:   sub,
+			Transports:  list(*transport, gateway.Transports),
+			Globalnet:   *globalnet,
+			Baselines:   list(*baselines, perf.BaselineNames),
+			Reps:        *reps,
+			Duration:    *duration,
+			UDPRate:     *udpRate,
+			OutDir:      outDir,
+			StateDir:    *stateDir,
+			Prefix:      *prefix,
+			IdleWait:    *idleWait,
+			IdleBusyMax: *idleBusy,
+			CPUProfile:  *profile,
+			Command:     command,
+			Progress:    os.Stderr,
+		})
+	}
+	if res != nil {
+		if perr := printResults(os.Stdout, res, outDir); perr != nil {
+			return perr
+		}
 	}
 	return err
+}
+
+// benchmarkReport is `snorkel benchmark report DIR`.
+func benchmarkReport(args []string) error {
+	if len(args) != 1 || strings.HasPrefix(args[0], "-") {
+		return errors.New("usage: snorkel benchmark report DIR (a directory holding a run's results.json)")
+	}
+	dir := args[0]
+	res, err := perf.ReadResults(filepath.Join(dir, "results.json"))
+	if err != nil {
+		return err
+	}
+	if err := res.Finish(dir); err != nil {
+		return err
+	}
+	return printResults(os.Stdout, res, dir)
+}
+
+// printResults prints the tables and where the files are.
+func printResults(w io.Writer, res *perf.Results, dir string) error {
+	fmt.Fprintln(w)
+	if err := res.WriteTable(w); err != nil {
+		return err
+	}
+	abs, _ := filepath.Abs(dir)
+	fmt.Fprintf(w, "\nresults: %s\n", filepath.Join(abs, "results.json"))
+	fmt.Fprintf(w, "report:  %s\n", filepath.Join(abs, "report.md"))
+	for _, p := range res.Plots {
+		fmt.Fprintf(w, "plot:    %s\n", filepath.Join(abs, p))
+	}
+	return nil
 }
 
 // list splits a comma-separated flag value; "all" stands for every value
@@ -104,7 +193,7 @@ func runBenchmark(args []string) error {
 func list(v string, all []string) []string {
 	switch v {
 	case "all":
-		return all
+		return slices.Clone(all)
 	case "none", "":
 		return nil
 	}

@@ -26,7 +26,7 @@ var commands = map[string]command{
 	"version": {run: runVersion, usage: "print the version"},
 	"lab-pod": {run: runLabPod, hidden: true},
 
-	"benchmark": {run: runBenchmark, usage: "throughput against baselines: snorkel benchmark throughput [--transport wireguard|vxlan|all] [--reps 3] [--duration 10s] [--out DIR]"},
+	"benchmark": {run: runBenchmark, usage: "data path against baselines, and dnsd against CoreDNS: snorkel benchmark throughput|latency|all [--transport …] [--globalnet] [--baseline …] [--reps 3] [--out DIR] [--kubecontexts C1,C2] | dns | report DIR"},
 }
 
 // version is set at build time with -ldflags "-X main.version=...".

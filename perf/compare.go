@@ -1,0 +1,71 @@
+package perf
+
+import "github.com/snorkel-net/snorkel/gateway"
+
+// The ratios of throughput the project holds itself to, each a system's
+// median over its baseline's in the same run: goals for the data path,
+// reported, never asserted.
+const (
+	// WireGuardTarget: Snorkel's WireGuard transport against plain
+	// wireguard-go.
+	WireGuardTarget = 1.0
+	// ESPTarget: Snorkel's ESP transport against plain wireguard-go, the
+	// fastest userspace encryption baseline.
+	ESPTarget = 1.0
+	// VXLANTarget: Snorkel's VXLAN transport, in userspace, against the
+	// kernel's vxlan device.
+	VXLANTarget = 0.33
+	// GlobalnetTarget: a Snorkel transport with Globalnet, both gateways
+	// translating every packet, against the same transport without it.
+	GlobalnetTarget = 0.95
+)
+
+// comparisons returns the comparisons of a run, their ratios left to
+// fill in. On every throughput workload's primary metric: each Snorkel
+// system without Globalnet against the veth ceiling and against its
+// counterparts (WireGuard and ESP against wireguard-go, ESP against
+// strongSwan, VXLAN against the kernel's vxlan), and each Globalnet system
+// against its transport without Globalnet. Unavailable systems take part
+// in none.
+func comparisons(systems []SystemInfo, workloads []Workload) []Comparison {
+	type pair struct {
+		system, baseline string
+		target           float64
+	}
+	var pairs []pair
+	for _, s := range systems {
+		if s.Kind != KindSnorkel || s.Unavailable != "" {
+			continue
+		}
+		for _, b := range systems {
+			if b.Unavailable != "" {
+				continue
+			}
+			switch {
+			case s.Globalnet && b.Kind == KindSnorkel && !b.Globalnet && b.Transport == s.Transport:
+				pairs = append(pairs, pair{s.Name, b.Name, GlobalnetTarget})
+			case s.Globalnet || b.Kind != KindBaseline:
+			case b.Name == BaselineVeth:
+				pairs = append(pairs, pair{s.Name, b.Name, 0})
+			case b.Name == BaselineWireGuardGo && s.Transport == gateway.TransportWireGuard:
+				pairs = append(pairs, pair{s.Name, b.Name, WireGuardTarget})
+			case b.Name == BaselineWireGuardGo && s.Transport == gateway.TransportESP:
+				pairs = append(pairs, pair{s.Name, b.Name, ESPTarget})
+			case b.Name == BaselineStrongSwan && s.Transport == gateway.TransportESP:
+				pairs = append(pairs, pair{s.Name, b.Name, 0})
+			case b.Name == BaselineKernelVXLAN && s.Transport == gateway.TransportVXLAN:
+				pairs = append(pairs, pair{s.Name, b.Name, VXLANTarget})
+			}
+		}
+	}
+	var out []Comparison
+	for _, p := range pairs {
+		for _, w := range workloads {
+			if w.Benchmark != BenchmarkThroughput {
+				continue
+			}
+			out = append(out, Comparison{Workload: w.Name, Metric: w.Primary, System: p.system, Baseline: p.baseline, Target: p.target})
+		}
+	}
+	return out
+}

@@ -1,0 +1,215 @@
+package perf
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The ping fixtures are real outputs of iputils ping 20221126: over
+// loopback, to a namespace that dropped every other echo request, and to
+// one that dropped all.
+func TestParsePingReadsEveryReplyAndTheLoss(t *testing.T) {
+	for _, tc := range []struct {
+		file           string
+		sent, received int
+		p50, p99, loss float64
+	}{
+		{"ping.txt", 8, 8, 41, 49, 0},
+		{"ping-loss.txt", 6, 3, 17, 65, 50},
+		{"ping-none.txt", 3, 0, 0, 0, 100},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			p, err := ParsePing(readFixture(t, tc.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Sent != tc.sent || p.Received != tc.received || len(p.RTTs) != tc.received {
+				t.Errorf("sent %d, received %d, %d RTTs; want %d, %d", p.Sent, p.Received, len(p.RTTs), tc.sent, tc.received)
+			}
+			v := p.Values()
+			if v[MetricLoss.Name] != tc.loss {
+				t.Errorf("loss %v%%, want %v%%", v[MetricLoss.Name], tc.loss)
+			}
+			if tc.received == 0 {
+				if _, ok := v[MetricP50.Name]; ok {
+					t.Error("an RTT percentile without replies")
+				}
+				return
+			}
+			if !near(v[MetricP50.Name], tc.p50) || !near(v[MetricP99.Name], tc.p99) {
+				t.Errorf("p50 %v µs, p99 %v µs; want %v and %v", v[MetricP50.Name], v[MetricP99.Name], tc.p50, tc.p99)
+			}
+			if v[MetricP50.Name] > v[MetricP99.Name] {
+				t.Error("percentiles out of order")
+			}
+		})
+	}
+}
+
+func near(a, b float64) bool { return a > b-1e-6 && a < b+1e-6 }
+
+func TestParsePingRefusesCutOrQuietOutput(t *testing.T) {
+	full := string(readFixture(t, "ping.txt"))
+	for name, in := range map[string]string{
+		"empty":         "",
+		"no statistics": full[:strings.Index(full, "---")],
+		"quiet (-q)":    "PING 10.9.0.11 (10.9.0.11) 56(84) bytes of data.\n\n--- 10.9.0.11 ping statistics ---\n5 packets transmitted, 5 received, 0% packet loss, time 80ms\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			if p, err := ParsePing([]byte(in)); err == nil {
+				t.Errorf("parsed %+v, want an error", p)
+			}
+		})
+	}
+	dup := strings.Replace(full, "time=0.048 ms\n", "time=0.048 ms\n64 bytes from 127.0.0.1: icmp_seq=8 ttl=64 time=0.051 ms (DUP!)\n", 1)
+	if p, err := ParsePing([]byte(dup)); err != nil || len(p.RTTs) != 8 {
+		t.Errorf("a duplicate reply: %v, %d RTTs; want it ignored", err, len(p.RTTs))
+	}
+}
+
+func TestRRRoundTripsOverLoopbackAndOrdersPercentiles(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ServeRR(ctx, ln)
+	for _, size := range []int{1, 1400} {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := RunRR(ctx, c, size, 300*time.Millisecond)
+		c.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Transactions < 10 || r.Size != size || r.Seconds < 0.3 {
+			t.Errorf("size %d: %+v, want at least 10 transactions over 0.3s", size, r)
+		}
+		b, _ := json.Marshal(r)
+		back, err := ParseRRReport(b)
+		if err != nil {
+			t.Fatalf("its own report does not parse: %v", err)
+		}
+		v := back.Values()
+		if !(v[MetricP50.Name] > 0 && v[MetricP50.Name] <= v[MetricP99.Name] && v[MetricP99.Name] <= v[MetricP999.Name]) {
+			t.Errorf("percentiles %v out of order", v)
+		}
+		if got, want := v[MetricTransactions.Name], float64(r.Transactions)/r.Seconds; got != want {
+			t.Errorf("transactions/s %v, want %v", got, want)
+		}
+	}
+	if _, err := RunRR(ctx, nil, MaxRRSize+1, time.Second); err == nil {
+		t.Error("a transaction larger than MaxRRSize was accepted")
+	}
+}
+
+func TestRRFailsWhenTheServerStopsAnswering(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			var b [5]byte
+			c.Read(b[:])
+			c.Close()
+		}
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if r, err := RunRR(t.Context(), c, 1, 2*time.Second); err == nil {
+		t.Errorf("RR against a server that closed: %+v, want an error", r)
+	}
+}
+
+func TestParseRRReportRefusesEmptyOrDisorderedReports(t *testing.T) {
+	for name, in := range map[string]string{
+		"not JSON":        "iperf",
+		"no transactions": `{"transactions":0,"seconds":1}`,
+		"disordered":      `{"transactions":5,"seconds":1,"minMicros":10,"p50Micros":30,"p90Micros":20,"p99Micros":40,"p999Micros":50,"maxMicros":60}`,
+	} {
+		if r, err := ParseRRReport([]byte(in)); err == nil {
+			t.Errorf("%s: parsed %+v, want an error", name, r)
+		}
+	}
+}
+
+func TestUDPSourceAndSinkCountTheSameDatagramsOverLoopback(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := udp.LocalAddr().(*net.UDPAddr).Port
+	ctl, err := net.Listen("tcp", udp.LocalAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sink UDPSink
+	go sink.Serve(ctx, udp, ctl)
+	server := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(port))
+
+	// Paced well below what loopback carries, nothing is lost.
+	r, err := RunUDPSource(ctx, UDPSourceOptions{Server: server, Duration: 300 * time.Millisecond, Rate: 20000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Sent < 1000 || r.Received != r.Sent || r.Payload != UDPPayload {
+		t.Errorf("paced run: %+v, want over 1000 sent and all received", r)
+	}
+	if pps := float64(r.Sent) / r.Seconds; pps > 30000 {
+		t.Errorf("paced to 20000/s, sent %.0f/s", pps)
+	}
+	b, _ := json.Marshal(r)
+	back, err := ParseUDPReport(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := back.Values(); v[MetricLoss.Name] != 0 || v[MetricRxPPS.Name] != v[MetricTxPPS.Name] {
+		t.Errorf("values %v, want no loss", v)
+	}
+
+	// A second run counts only its own datagrams, from zero.
+	r2, err := RunUDPSource(ctx, UDPSourceOptions{Server: server, Duration: 200 * time.Millisecond, Rate: 5000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r2.Received > r2.Sent || r2.Sent > r.Sent {
+		t.Errorf("second run: %+v after %+v", r2, r)
+	}
+
+	// Unpaced, the source sends as fast as it can; the sink may drop.
+	r3, err := RunUDPSource(ctx, UDPSourceOptions{Server: server, Duration: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r3.Sent <= r2.Sent || r3.Received == 0 || r3.Received > r3.Sent {
+		t.Errorf("unpaced run: %+v, want more sent than the paced runs and some received", r3)
+	}
+}
+
+func TestParseUDPReportRefusesImpossibleCounts(t *testing.T) {
+	for name, in := range map[string]string{
+		"nothing sent":            `{"sent":0,"received":0,"seconds":1}`,
+		"more received than sent": `{"sent":10,"received":11,"seconds":1}`,
+		"no time":                 `{"sent":10,"received":10,"seconds":0}`,
+	} {
+		if r, err := ParseUDPReport([]byte(in)); err == nil {
+			t.Errorf("%s: parsed %+v, want an error", name, r)
+		}
+	}
+}
