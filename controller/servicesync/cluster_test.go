@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 	mcsv1a1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
 	mcsclient "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
 
@@ -99,6 +100,17 @@ func (cs *clusterset) run(name string, gips GlobalIPs) *Syncer {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
+	// The deadlines the tests check are for changes to a running
+	// clusterset, not for a Syncer's start on a loaded machine.
+	synced := make([]cache.InformerSynced, 0, 8)
+	for _, inf := range s.informers() {
+		synced = append(synced, inf.HasSynced)
+	}
+	syncCtx, syncCancel := context.WithTimeout(ctx, settle)
+	defer syncCancel()
+	if !cache.WaitForCacheSync(syncCtx.Done(), synced...) {
+		tb.Fatalf("%s: the Syncer's caches did not sync within %v", name, settle)
+	}
 	var once sync.Once
 	stop := func() {
 		once.Do(func() {

@@ -122,6 +122,9 @@ func upScenario(t *testing.T, sc lab.Scenario, transport, tag string) *lab.Lab {
 			t.Errorf("namespaces left behind: %v %v", left, err)
 		}
 	})
+	if transport != lab.TransportKernel {
+		waitConnected(t, l)
+	}
 	return l
 }
 
@@ -157,4 +160,33 @@ func (e *env) status(t *testing.T, gw *topo.NS) gateway.Stats {
 		t.Fatalf("status of the gateway in %s: %v", gw, err)
 	}
 	return st
+}
+
+// waitConnected waits until every gateway of l reports every remote
+// connected on its health probes, so that the first packet of a check does
+// not race the tunnel's setup (a WireGuard handshake on a loaded host).
+func waitConnected(t *testing.T, l *lab.Lab) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for _, c := range l.Plan.Clusters {
+		gw, err := l.Gateway(c.Spec.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			var st gateway.Stats
+			err := getJSON(t.Context(), gw, "/status", &st)
+			up := err == nil && len(st.Remotes) == len(l.Plan.Remotes(&c))
+			for _, r := range st.Remotes {
+				up = up && r.Status == "connected"
+			}
+			if up {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s's gateway has not connected every remote within 30s: %+v (%v)", c.Spec.ID, st.Remotes, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
 }
