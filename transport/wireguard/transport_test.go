@@ -162,9 +162,17 @@ func TestPeersReportsHandshakeAndBytes(t *testing.T) {
 	sendPackets(t, p.a, hostA, hostB, 10, 1000, 1)
 	p.cb.waitFor(t, 10, 10*time.Second)
 
-	st, err := p.a.Peers()
-	if err != nil {
-		t.Fatal(err)
+	// The sender counts its bytes after the send returns, which may be
+	// after the receiver has the packets.
+	var st []PeerStatus
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var err error
+		if st, err = p.a.Peers(); err != nil {
+			t.Fatal(err)
+		}
+		if len(st) != 1 || st[0].TxBytes >= 10*1000 || time.Now().After(deadline) {
+			break
+		}
 	}
 	if len(st) != 1 {
 		t.Fatalf("Peers() has %d entries, want 1", len(st))
