@@ -416,6 +416,7 @@ func testTakeover(t *testing.T, e *env) {
 }
 
 func testRemotes(t *testing.T, e *env) {
+	// Either gw-a or gw-b, whichever won the takeover.
 	c1 := e.active["c1"]
 	c2 := start(t, e, e.c2, e.members["c2"], "gw-c2", "127.0.0.21", "198.51.100.21")
 	e.active["c2"] = c2
@@ -437,7 +438,7 @@ func testRemotes(t *testing.T, e *env) {
 	check(c1, "c1", gateway.Remote{ID: "c2", PodCIDRs: []string{"10.9.0.0/16"}, ServiceCIDRs: []string{"10.99.0.0/16"},
 		Endpoint: "198.51.100.21:4500", WireGuard: &gateway.WireGuardRemoteConfig{PublicKey: c2.key}})
 	check(c2, "c2", gateway.Remote{ID: "c1", PodCIDRs: []string{"10.8.0.0/16"}, ServiceCIDRs: []string{"10.88.0.0/16"},
-		Endpoint: "127.0.0.12:4500", WireGuard: &gateway.WireGuardRemoteConfig{PublicKey: c1.key}})
+		Endpoint: c1.cfg.PrivateIP + ":4500", WireGuard: &gateway.WireGuardRemoteConfig{PublicKey: c1.key}})
 
 	// The Cluster join created is updated in place: it keeps its owner.
 	u, err := e.brokerDyn.Resource(submv1.ClusterResource).Namespace(e.info.Namespace()).Get(t.Context(), "c2", metav1.GetOptions{})
