@@ -28,7 +28,7 @@ func testGlobalnetServices(t *testing.T, e *env) {
 	g1, g2 := e.active["g1"], e.active["g2"]
 	for _, r := range []*runningAgent{g1, g2} {
 		id := r.cfg.Member.ClusterID
-		eventually(t, 10*time.Second, id+"'s data plane has the IPAM's cluster egress IPs", func() (bool, string) {
+		eventually(t, settle, id+"'s data plane has the IPAM's cluster egress IPs", func() (bool, string) {
 			cfg, _ := r.dp.last()
 			if cfg.Globalnet == nil {
 				return false, "no Globalnet section"
@@ -81,7 +81,7 @@ func testGlobalnetServices(t *testing.T, e *env) {
 	}
 
 	var global string
-	eventually(t, 10*time.Second, "c2's data plane has a global ingress IP for the ClusterIP "+svc.Spec.ClusterIP, func() (bool, string) {
+	eventually(t, settle, "c2's data plane has a global ingress IP for the ClusterIP "+svc.Spec.ClusterIP, func() (bool, string) {
 		cfg, _ := g2.dp.last()
 		if cfg.Globalnet == nil {
 			return false, "no Globalnet section"
@@ -101,7 +101,7 @@ func testGlobalnetServices(t *testing.T, e *env) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "c1 imports sample/web at its global IP", func() (bool, string) {
+	eventually(t, settle, "c1 imports sample/web at its global IP", func() (bool, string) {
 		l, err := kc1.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{
 			LabelSelector: servicesync.LabelSourceCluster + "=c2," + servicesync.LabelServiceName + "=" + name,
 		})
@@ -143,7 +143,7 @@ func testFailoverKeepsGlobalIPs(t *testing.T, e *env) {
 	}
 	old.halt()
 	next := start(t, e, e.c2, old.cfg.Member, "gw-g2-next", "127.0.0.24", "")
-	eventually(t, 15*time.Second, "the next gateway of c2 configured with the same global IPs", func() (bool, string) {
+	eventually(t, settle, "the next gateway of c2 configured with the same global IPs", func() (bool, string) {
 		cfg, n := next.dp.last()
 		if n == 0 || len(cfg.Remotes) == 0 {
 			return false, "not configured yet"
@@ -187,10 +187,10 @@ func testDeadLeader(t *testing.T, e *env) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	eventually(t, 10*time.Second, "gw-g1-next active after the crashed gateway's lease expired", func() (bool, string) {
+	eventually(t, settle, "gw-g1-next active after the crashed gateway's lease expired", func() (bool, string) {
 		return next.Active(), "still passive"
 	})
-	eventually(t, 10*time.Second, "gw-g1-next's data plane configured", func() (bool, string) {
+	eventually(t, settle, "gw-g1-next's data plane configured", func() (bool, string) {
 		cfg, n := next.dp.last()
 		return n > 0 && len(cfg.Remotes) == 1, fmt.Sprintf("%d configurations, remotes %+v", n, cfg.Remotes)
 	})

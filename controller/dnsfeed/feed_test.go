@@ -242,7 +242,7 @@ func TestExportInOneClusterResolvesInAnother(t *testing.T) {
 	running.Go(func() { server.Serve(ctx, pc, nil) })
 	addr := pc.LocalAddr().String()
 
-	const within = 30 * time.Second
+	const within = 60 * time.Second
 	cs := "whereami-cs.sample.svc.clusterset.local."
 	ss := "whereami-ss.sample.svc.clusterset.local."
 	resolves(t, addr, within, "nothing.sample.svc.clusterset.local.", dns.TypeA, dns.RcodeNameError)

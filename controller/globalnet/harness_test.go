@@ -121,7 +121,7 @@ func (r *running) stop(t testing.TB) {
 			t.Fatalf("Run returned %v", err)
 		}
 		r.done <- nil
-	case <-time.After(20 * time.Second):
+	case <-time.After(settle):
 		t.Fatal("Run did not return after its context ended")
 	}
 	r.checkRules(t)
@@ -132,7 +132,7 @@ func (r *running) stopQuietly() {
 	select {
 	case err := <-r.done:
 		r.done <- err
-	case <-time.After(20 * time.Second):
+	case <-time.After(settle):
 	}
 }
 
@@ -174,7 +174,7 @@ func (w testWriter) Write(b []byte) (int, error) {
 // error after a generous deadline.
 func eventually(t testing.TB, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(settle)
 	for {
 		err := cond()
 		if err == nil {
@@ -193,6 +193,10 @@ func must(t testing.TB, err error) {
 		t.Fatal(err)
 	}
 }
+
+// settle bounds every wait on the IPAM: what takes milliseconds on an idle
+// machine can take seconds while both cores run other packages' API servers.
+const settle = 60 * time.Second
 
 var ctx = context.Background()
 

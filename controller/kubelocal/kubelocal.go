@@ -287,7 +287,7 @@ func (s *Server) waitReady(ctx context.Context) error {
 		return err
 	}
 	c := &http.Client{Transport: tr, Timeout: 2 * time.Second}
-	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	var last string
 	for {

@@ -201,3 +201,48 @@ func percentile(sorted []float64, p float64) float64 {
 	i := int(float64(len(sorted))*p/100+0.5) - 1
 	return sorted[max(0, min(i, len(sorted)-1))]
 }
+
+// BenchmarkSingleExportPropagation exports one ClusterIP service from c2
+// at a time and reports the time from the ServiceExport's Create request
+// to c1 holding the whole import (its ServiceImport listing c2 and c2's
+// EndpointSlice), then the same for the unexport until c1 holds nothing:
+// the median and the 99th percentile of each, in milliseconds. This is
+// the figure behind "a change reaches every member within 2 s"; the
+// tests themselves wait far longer, so a loaded machine cannot fail them.
+func BenchmarkSingleExportPropagation(b *testing.B) {
+	cs := startClusterset(b)
+	for _, n := range []string{"c1", "c2", "c3"} {
+		cs.run(n, nil)
+	}
+	c1, c2 := cs.members["c1"], cs.members["c2"]
+	const ns = "single"
+	cs.namespace(b, ns, "c1", "c2", "c3")
+	var exports, unexports []float64
+	b.ResetTimer()
+	for i := range b.N {
+		b.StopTimer()
+		name := fmt.Sprintf("svc-%d", i)
+		ip := c2.service(b, ns, name, "", 80).Spec.ClusterIP
+		c2.writeSlice(b, ns, name, name+"-x1", 8080, endpoint{addr: "10.2.0.5", ready: true})
+		b.StartTimer()
+
+		start := time.Now()
+		c2.export(b, ns, name)
+		poll(b, time.Minute, 2*time.Millisecond, name+" imported in c1", func() string {
+			return clusterIPImport(b, c1, ns, name, map[string]string{"c2": ip}, true, "p80:80/TCP")
+		})
+		exports = append(exports, float64(time.Since(start).Microseconds())/1000)
+
+		start = time.Now()
+		c2.unexport(b, ns, name)
+		poll(b, time.Minute, 2*time.Millisecond, name+" gone from c1", func() string { return nothingImported(b, c1, ns, name) })
+		unexports = append(unexports, float64(time.Since(start).Microseconds())/1000)
+	}
+	b.StopTimer()
+	slices.Sort(exports)
+	slices.Sort(unexports)
+	b.ReportMetric(percentile(exports, 50), "export-p50-ms")
+	b.ReportMetric(percentile(exports, 99), "export-p99-ms")
+	b.ReportMetric(percentile(unexports, 50), "unexport-p50-ms")
+	b.ReportMetric(percentile(unexports, 99), "unexport-p99-ms")
+}

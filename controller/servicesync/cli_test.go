@@ -63,7 +63,7 @@ func testCLI(t *testing.T, cs *clusterset) {
 	if !strings.Contains(out, "cli/web") || !strings.Contains(out, "web.cli.svc.clusterset.local") {
 		t.Errorf("export said %q", out)
 	}
-	eventually(t, propagation, "c1 imports the service the command exported", func() string {
+	eventually(t, settle, "c1 imports the service the command exported", func() string {
 		return clusterIPImport(t, c1, "cli", "web", map[string]string{"c2": ip}, false, "p80:80/TCP")
 	})
 	if out, err := run(export, "--kubeconfig", kubeconfig, "--context", "c2", "service", "-n", "cli", "web"); err != nil || !strings.Contains(out, "already exported") {
@@ -95,5 +95,5 @@ func testCLI(t *testing.T, cs *clusterset) {
 	if out, err := run(unexport, "service", "web", "--namespace", "cli", "--kubeconfig", kubeconfig, "--context", "c2"); err != nil || !strings.Contains(out, "unexported") {
 		t.Fatalf("unexport: %q, %v", out, err)
 	}
-	eventually(t, propagation, "c1 forgets the service the command unexported", func() string { return nothingImported(t, c1, "cli", "web") })
+	eventually(t, settle, "c1 forgets the service the command unexported", func() string { return nothingImported(t, c1, "cli", "web") })
 }

@@ -309,6 +309,12 @@ func (m *member) condition(tb testing.TB, ns, name, t string) *metav1.Condition 
 // fails with its last complaint.
 func eventually(tb testing.TB, within time.Duration, what string, check func() string) {
 	tb.Helper()
+	poll(tb, within, 20*time.Millisecond, what, check)
+}
+
+// poll is eventually with the polling interval given.
+func poll(tb testing.TB, within, every time.Duration, what string, check func() string) {
+	tb.Helper()
 	deadline := time.Now().Add(within)
 	for {
 		complaint := check()
@@ -318,7 +324,7 @@ func eventually(tb testing.TB, within time.Duration, what string, check func() s
 		if time.Now().After(deadline) {
 			tb.Fatalf("%s: not so after %v: %s", what, within, complaint)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(every)
 	}
 }
 

@@ -526,11 +526,15 @@ func (w *world) writeWorkloads(t *testing.T) {
 	}
 }
 
+// settle bounds the wait for the agents: they start API clients, elect,
+// handshake and probe, which takes seconds when both cores are busy.
+const settle = 60 * time.Second
+
 // waitConnected waits until c1's agent reports its connection to c2 as
 // connected, with an RTT, and no failure.
 func (w *world) waitConnected(t *testing.T) {
 	r := dynClient(t, w.c1).Resource(submv1.GatewayResource).Namespace(broker.AgentNamespace)
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(settle)
 	for {
 		var why string
 		u, err := r.Get(t.Context(), "gw-c1", metav1.GetOptions{})
