@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"slices"
 	"sort"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	mcscrd "sigs.k8s.io/mcs-api/config/crd"
@@ -93,9 +95,13 @@ func ApplyCRDs(ctx context.Context, cfg *rest.Config, dryRun bool) error {
 	if dryRun {
 		return nil
 	}
+	dsc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return err
+	}
 	for _, n := range names {
 		name := crds[n].GetName()
-		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, crdWait, true, func(ctx context.Context) (bool, error) {
 			u, err := dc.Resource(crdResource).Get(ctx, name, metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
 				return false, nil
@@ -103,18 +109,50 @@ func ApplyCRDs(ctx context.Context, cfg *rest.Config, dryRun bool) error {
 			if err != nil {
 				return false, err
 			}
-			conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-			for _, c := range conds {
-				m, _ := c.(map[string]any)
-				if m["type"] == "Established" && m["status"] == "True" {
-					return true, nil
-				}
-			}
-			return false, nil
+			return established(u) && served(dsc, u), nil
 		})
 		if err != nil {
-			return fmt.Errorf("deploy: CRD %s not established: %w", name, err)
+			return fmt.Errorf("deploy: CRD %s not established and served within %v: %w", name, crdWait, err)
 		}
 	}
 	return nil
+}
+
+// crdWait bounds the wait for an applied CRD's API: an API server
+// establishes a CRD within a second when idle, and within seconds on a
+// busy control plane.
+const crdWait = 2 * time.Minute
+
+// established reports whether the CRD u has the condition Established.
+func established(u *unstructured.Unstructured) bool {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == "Established" && m["status"] == "True" {
+			return true
+		}
+	}
+	return false
+}
+
+// served reports whether discovery lists the CRD u's resource in each of
+// its served versions. The API server publishes discovery a moment after
+// it establishes a CRD, and clients that map kinds to resources (apply,
+// kubectl) go by discovery.
+func served(dc discovery.DiscoveryInterface, u *unstructured.Unstructured) bool {
+	group, _, _ := unstructured.NestedString(u.Object, "spec", "group")
+	plural, _, _ := unstructured.NestedString(u.Object, "spec", "names", "plural")
+	versions, _, _ := unstructured.NestedSlice(u.Object, "spec", "versions")
+	for _, v := range versions {
+		m, _ := v.(map[string]any)
+		if ok, _ := m["served"].(bool); !ok {
+			continue
+		}
+		name, _ := m["name"].(string)
+		l, err := dc.ServerResourcesForGroupVersion(group + "/" + name)
+		if err != nil || !slices.ContainsFunc(l.APIResources, func(r metav1.APIResource) bool { return r.Name == plural }) {
+			return false
+		}
+	}
+	return true
 }
