@@ -7,9 +7,16 @@ import (
 	"sort"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 )
+
+// settle bounds a wait for a server on loopback to answer or stop, which
+// takes milliseconds on an idle machine: go test runs packages in parallel,
+// and on a loaded 2-core machine such waits stretch by orders of magnitude.
+// Running out fails the test, so it is far beyond the normal time.
+const settle = 60 * time.Second
 
 // recorder is a dns.ResponseWriter that keeps what was written.
 type recorder struct {

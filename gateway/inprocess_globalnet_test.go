@@ -76,20 +76,20 @@ func TestInProcessGlobalnetTCPBetweenOverlappingClusters(t *testing.T) {
 		conn.Write([]byte("pong"))
 		done <- accepted{netip.MustParseAddrPort(conn.RemoteAddr().String()), string(b)}
 	}()
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), settle)
 	defer cancel()
 	conn, err := c1.net.DialContextTCPAddrPort(ctx, netip.AddrPortFrom(dbGlobal, 8080))
 	if err != nil {
 		t.Fatalf("dial c2's headless pod at %s from c1's pod of the same address: %v", dbGlobal, err)
 	}
 	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	conn.SetDeadline(time.Now().Add(settle))
 	conn.Write([]byte("ping!"))
 	reply, _ := io.ReadAll(io.LimitReader(conn, 4))
 	var a accepted
 	select {
 	case a = <-done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(settle):
 		t.Fatal("c2's pod accepted nothing")
 	}
 	egress := c1.gw.Stats().Globalnet.ClusterEgressIPs

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -559,13 +561,21 @@ func TestRekeyMakeBeforeBreakLosesNothing(t *testing.T) {
 	p := newPair(t, 0)
 	oldA, oldB := p.install(t, gcm128, 0x1000)
 
-	const batches, size = 200, 16
-	progress := make(chan int, batches)
-	stop := make(chan struct{})
+	// The sender runs until told to stop, not for a fixed number of
+	// batches: however the scheduler favours it over this goroutine, it is
+	// still sending when the rekey happens.
+	const size = 16
+	var sent atomic.Int64 // batches delivered whole
+	stop, exited := make(chan struct{}), make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		defer close(progress)
-		for i := range batches {
+		defer close(exited)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
 			bufs := make([][]byte, size)
 			for j := range bufs {
 				bufs[j] = withHeadroom(numbered(uint32(i*size+j), 200))
@@ -576,29 +586,36 @@ func TestRekeyMakeBeforeBreakLosesNothing(t *testing.T) {
 			}
 			// Wait for the batch to arrive so that the socket buffer
 			// never overflows: loss here can only be the rekey's.
-			for deadline := time.Now().Add(5 * time.Second); p.recB.count() < (i+1)*size; {
+			for deadline := time.Now().Add(settle); p.recB.count() < (i+1)*size; {
 				if time.Now().After(deadline) {
 					t.Errorf("batch %d: %d of %d packets arrived", i, p.recB.count(), (i+1)*size)
 					return
 				}
 				time.Sleep(50 * time.Microsecond)
 			}
-			progress <- i
-			select {
-			case <-stop:
-				return
-			default:
-			}
+			sent.Store(int64(i + 1))
 		}
 	})
-	waitBatch := func(n int) {
-		for i := range progress {
-			if i >= n {
-				return
+	halt := sync.OnceFunc(func() {
+		close(stop)
+		wg.Wait()
+	})
+	defer halt()
+	waitSent := func(n int64) {
+		t.Helper()
+		eventually(t, fmt.Sprintf("%d batches sent", n), func() bool {
+			select {
+			case <-exited:
+				return true
+			default:
+				return sent.Load() >= n
 			}
+		})
+		if sent.Load() < n {
+			t.FailNow() // the sender gave up and said why
 		}
 	}
-	waitBatch(20)
+	waitSent(20)
 	newA, newB := p.install(t, cbc256, 0x2000)
 	// Every packet sealed with the old SA is delivered before the
 	// sender's next batch; two batches on, none is left in flight.
@@ -606,9 +623,12 @@ func TestRekeyMakeBeforeBreakLosesNothing(t *testing.T) {
 	eventually(t, "three batches after the switch", func() bool { return p.recB.count() >= mark+3*size })
 	p.b.DeleteChild(0, oldB.InSPI)
 	p.a.DeleteChild(1, oldA.InSPI)
-	waitBatch(batches - 1)
-	close(stop)
-	wg.Wait()
+	waitSent(sent.Load() + 20)
+	halt()
+	if t.Failed() {
+		return
+	}
+	batches := int(sent.Load())
 
 	pkts, _ := p.recB.take()
 	if len(pkts) != batches*size {
@@ -703,7 +723,7 @@ func TestIKEMessagesPassTheMarkerDemux(t *testing.T) {
 			if g.from != from || !bytes.Equal(g.data, want) {
 				t.Fatalf("IKE message from %v: % x; want from %v: % x", g.from, g.data, from, want)
 			}
-		case <-time.After(5 * time.Second):
+		case <-time.After(settle):
 			t.Fatal("IKE message did not arrive")
 		}
 	}

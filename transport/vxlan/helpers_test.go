@@ -4,10 +4,18 @@ import (
 	"bytes"
 	"encoding/binary"
 	"net/netip"
+	"time"
 
 	"github.com/snorkel-net/snorkel/packet"
 	"github.com/snorkel-net/snorkel/transport"
 )
+
+// settle bounds a real-time wait for something that takes milliseconds on
+// an idle machine (datagrams over loopback or a veth, an ip command): go
+// test runs packages in parallel, and on a loaded 2-core machine such waits
+// stretch by orders of magnitude. Running out fails the test, so it is far
+// beyond the normal time.
+const settle = 60 * time.Second
 
 // refFrame is the slow reference encoder: a VXLAN datagram built field by
 // field with append, as RFC 7348 §5 draws it.

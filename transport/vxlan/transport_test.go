@@ -51,7 +51,7 @@ func (r *recorder) Deliver(peer int, bufs [][]byte, offset int) {
 
 func (r *recorder) wait(t *testing.T, n int) {
 	t.Helper()
-	deadline := time.After(5 * time.Second)
+	deadline := time.After(settle)
 	for {
 		r.mu.Lock()
 		have := len(r.pkts)

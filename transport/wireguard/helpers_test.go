@@ -15,6 +15,13 @@ var (
 	cidrB = netip.MustParsePrefix("10.2.0.0/16")
 )
 
+// settle bounds a wait for something that takes milliseconds on an idle
+// machine (a handshake, packets over loopback, a counter update): go test
+// runs packages in parallel, and on a loaded 2-core machine such waits
+// stretch by orders of magnitude. Running out fails the test, so it is far
+// beyond the normal time.
+const settle = 60 * time.Second
+
 // collector is a Deliverer that keeps a copy of every packet.
 type collector struct {
 	mu      sync.Mutex
@@ -50,9 +57,9 @@ func (c *collector) count() int {
 }
 
 // waitFor waits until at least n packets have arrived and returns a copy.
-func (c *collector) waitFor(t *testing.T, n int, timeout time.Duration) [][]byte {
+func (c *collector) waitFor(t *testing.T, n int) [][]byte {
 	t.Helper()
-	deadline := time.After(timeout)
+	deadline := time.After(settle)
 	for {
 		c.mu.Lock()
 		if len(c.pkts) >= n {
@@ -65,7 +72,7 @@ func (c *collector) waitFor(t *testing.T, n int, timeout time.Duration) [][]byte
 		select {
 		case <-c.arrived:
 		case <-deadline:
-			t.Fatalf("%d packets arrived within %v, want %d", have, timeout, n)
+			t.Fatalf("%d packets arrived within %v, want %d", have, settle, n)
 		}
 	}
 }

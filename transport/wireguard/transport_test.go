@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"net/netip"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -61,7 +62,7 @@ func TestBatchesCrossBothWays(t *testing.T) {
 
 	const n = 64
 	wantAB := sendPackets(t, p.a, hostA, hostB, n, 1400, 1000)
-	checkSame(t, "A to B", p.cb.waitFor(t, n, 10*time.Second), wantAB)
+	checkSame(t, "A to B", p.cb.waitFor(t, n), wantAB)
 
 	// B learned A's endpoint from the handshake and answers with sizes from
 	// a minimal header up to the MTU.
@@ -69,7 +70,7 @@ func TestBatchesCrossBothWays(t *testing.T) {
 	for i, size := range []int{28 + 4, 100, 576, 1400, DefaultMTU} {
 		wantBA = append(wantBA, sendPackets(t, p.b, hostB, hostA, 3, size, uint32(i*10))...)
 	}
-	checkSame(t, "B to A", p.ca.waitFor(t, len(wantBA), 10*time.Second), wantBA)
+	checkSame(t, "B to A", p.ca.waitFor(t, len(wantBA)), wantBA)
 
 	for _, peers := range [][]int{p.ca.peers, p.cb.peers} {
 		for _, peer := range peers {
@@ -101,14 +102,14 @@ func TestSpoofedSourceIsDroppedAndCounted(t *testing.T) {
 	if err := p.a.Send(0, bufs, transport.Headroom); err != nil {
 		t.Fatal(err)
 	}
-	p.cb.waitFor(t, 1, 10*time.Second)
-	deadline := time.Now().Add(5 * time.Second)
+	p.cb.waitFor(t, 1)
+	deadline := time.Now().Add(settle)
 	for dropCount(p.b.Drops(), 0, ReasonSpoofedSource) < 2 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	// Give a spoofed packet that was wrongly let through time to show up.
 	time.Sleep(50 * time.Millisecond)
-	got := p.cb.waitFor(t, 1, time.Second)
+	got := p.cb.waitFor(t, 1)
 	if len(got) != 1 || !bytes.Equal(got[0], want) {
 		t.Fatalf("B received %d packets, want only the one with A's source", len(got))
 	}
@@ -134,7 +135,7 @@ func TestWrongPublicKeyDeliversNothing(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			p := newPair(t, tt.mutateA, tt.mutateB)
 			sendPackets(t, p.a, hostA, hostB, 4, 500, 1)
-			deadline := time.Now().Add(5 * time.Second)
+			deadline := time.Now().Add(settle)
 			for dropCount(p.b.Drops(), transport.PeerAny, ReasonHandshakeInvalid) == 0 && time.Now().Before(deadline) {
 				time.Sleep(10 * time.Millisecond)
 			}
@@ -160,12 +161,12 @@ func TestPeersReportsHandshakeAndBytes(t *testing.T) {
 	p := newPair(t, nil, nil)
 	before := time.Now().Add(-time.Second)
 	sendPackets(t, p.a, hostA, hostB, 10, 1000, 1)
-	p.cb.waitFor(t, 10, 10*time.Second)
+	p.cb.waitFor(t, 10)
 
 	// The sender counts its bytes after the send returns, which may be
 	// after the receiver has the packets.
 	var st []PeerStatus
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(settle); ; time.Sleep(10 * time.Millisecond) {
 		var err error
 		if st, err = p.a.Peers(); err != nil {
 			t.Fatal(err)
@@ -203,7 +204,7 @@ func TestPeersReportsHandshakeAndBytes(t *testing.T) {
 func TestCloseStopsDelivery(t *testing.T) {
 	p := newPair(t, nil, nil)
 	sendPackets(t, p.a, hostA, hostB, 1, 100, 0)
-	p.cb.waitFor(t, 1, 10*time.Second)
+	p.cb.waitFor(t, 1)
 
 	stop := make(chan struct{})
 	done := make(chan struct{})
@@ -225,14 +226,19 @@ func TestCloseStopsDelivery(t *testing.T) {
 			}
 		}
 	}()
-	time.Sleep(200 * time.Millisecond)
+	halt := sync.OnceFunc(func() {
+		close(stop)
+		<-done
+	})
+	defer halt()
+	// Close while the flood is arriving.
+	p.cb.waitFor(t, 1+32)
 	if err := p.b.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
 	atClose := p.cb.count()
 	time.Sleep(300 * time.Millisecond)
-	close(stop)
-	<-done
+	halt()
 	if n := p.cb.count(); n != atClose {
 		t.Errorf("%d packets were delivered after Close returned", n-atClose)
 	}

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 func TestWgShowReadsRunningTransport(t *testing.T) {
@@ -22,7 +21,7 @@ func TestWgShowReadsRunningTransport(t *testing.T) {
 	sock := filepath.Join(uapiDir, name+".sock")
 	p := newPair(t, func(c *Config) { c.UAPIName = name }, nil)
 	sendPackets(t, p.a, hostA, hostB, 2, 300, 1)
-	p.cb.waitFor(t, 2, 10*time.Second)
+	p.cb.waitFor(t, 2)
 
 	out, err := exec.Command(wg, "show", name).CombinedOutput()
 	if err != nil {

@@ -11,6 +11,14 @@ import (
 	"time"
 )
 
+// settle bounds a real-time wait for something that takes milliseconds on
+// an idle machine (an exchange over a socket, a swanctl command): go test
+// runs packages in parallel, and on a loaded 2-core machine such waits
+// stretch by orders of magnitude. Running out fails the test, so it is far
+// beyond the normal time. Most tests here run on testNet's fake clock
+// instead.
+const settle = 60 * time.Second
+
 var (
 	addrA = netip.MustParseAddrPort("192.0.2.1:4500")
 	addrB = netip.MustParseAddrPort("192.0.2.2:4500")

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -33,6 +34,10 @@ const (
 	libipsecPath = "/usr/lib/ipsec/plugins/libstrongswan-kernel-libipsec.so"
 	swanPSK      = "ikt-interop-psk-not-secret-0123456789"
 )
+
+// swanctlTimeout is how long, in seconds, swanctl --initiate waits for the
+// exchanges to finish.
+var swanctlTimeout = strconv.Itoa(int(settle / time.Second))
 
 var (
 	swanGoAddr   = netip.MustParseAddrPort("192.168.83.1:4500")
@@ -97,7 +102,7 @@ func newSwanLab(t *testing.T) *swanLab {
 
 func run(t *testing.T, args ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), settle)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, args[0], args[1:]...).CombinedOutput()
 	if err != nil {
@@ -190,11 +195,10 @@ swanctl {
 		close(l.exited)
 	}()
 	sock := filepath.Join(l.dir, "charon.vici")
-	for range 100 {
+	for end := time.Now().Add(settle); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
 		if _, err := os.Stat(sock); err == nil {
 			return
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
 	out, _ := os.ReadFile(filepath.Join(l.dir, "charon.stdout"))
 	t.Fatalf("charon did not create its vici socket\n%s", out)
@@ -211,7 +215,8 @@ func (l *swanLab) swanctl(args ...string) string {
 }
 
 func (l *swanLab) swanctlErr(args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	// Beyond swanctlTimeout, which --initiate may wait out.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*settle)
 	defer cancel()
 	args = append(args, "--uri", "unix://"+filepath.Join(l.dir, "charon.vici"))
 	cmd := exec.CommandContext(ctx, "swanctl", args...)
@@ -496,10 +501,10 @@ func (g *goSide) close() {
 	})
 }
 
-// waitFor polls cond until it holds or 10 s pass.
+// waitFor polls cond until it holds or settle passes.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+	for end := time.Now().Add(settle); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
 		if cond() {
 			return
 		}
@@ -567,7 +572,7 @@ func TestStrongSwanInterop(t *testing.T) {
 				c.Peers[0].Initiate = tc.goInitiates
 			})
 			if !tc.goInitiates {
-				l.swanctl("--initiate", "--child", "net", "--timeout", "10")
+				l.swanctl("--initiate", "--child", "net", "--timeout", swanctlTimeout)
 			}
 			waitFor(t, "the IKE SA", func() bool { return g.status().State == StateEstablished })
 			c := l.checkChild(g, tc.goInitiates)
@@ -646,7 +651,7 @@ func TestStrongSwanInterop(t *testing.T) {
 		l.t = t
 		l.configure("aes256gcm16-prfsha256-x25519", "aes256gcm16", "a-different-psk-0123456789abcdef")
 		g := l.startGo(nil)
-		out, err := l.swanctlErr("--initiate", "--child", "net", "--timeout", "10")
+		out, err := l.swanctlErr("--initiate", "--child", "net", "--timeout", swanctlTimeout)
 		if err == nil || !strings.Contains(out, "AUTHENTICATION_FAILED") {
 			t.Fatalf("swanctl --initiate: %v, want a failure naming AUTHENTICATION_FAILED:\n%s", err, out)
 		}
