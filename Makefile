@@ -31,8 +31,12 @@ help: ## list the targets
 build: ## build bin/snorkel
 	$(GO) build -o $(BIN)/snorkel ./cmd/snorkel
 
-test: lint unit static fuzz ## the whole suite: lint, unit/e2e tests (netns ones need root), the image's static build, short fuzz runs
-	@echo "packages: $$(grep -c '^ok ' $(CACHE)/unit.log) passed, $$(grep -c '^FAIL' $(CACHE)/unit.log) failed"
+test: tools ## the whole suite: lint, unit/e2e tests (netns ones need root), the image's static build, short fuzz runs; every step runs even when one before it fails
+	@failed=; for step in lint unit static fuzz; do \
+	  $(MAKE) --no-print-directory $$step || failed="$$failed $$step"; \
+	done; \
+	echo "packages: $$(grep -c '^ok ' $(CACHE)/unit.log) passed, $$(grep -c '^FAIL' $(CACHE)/unit.log) failed"; \
+	if [ -n "$$failed" ]; then echo "make test: failed:$$failed"; exit 1; fi
 
 lint: tools ## gofmt, go vet, staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt wants to reformat:"; echo "$$out"; exit 1; fi
@@ -40,17 +44,23 @@ lint: tools ## gofmt, go vet, staticcheck
 	$(TOOLS)/staticcheck ./...
 
 unit: tools ## go test ./... (root runs the network-namespace tests too)
-	@set -o pipefail; $(GO) test -count=1 -timeout 30m ./... 2>&1 | tee $(CACHE)/unit.log
+	@mkdir -p $(CACHE); set -o pipefail; $(GO) test -count=1 -timeout 30m ./... 2>&1 | tee $(CACHE)/unit.log
 
 static: ## build bin/snorkel-static as the image's build stage does; check it is static and takes every flag the manifests pass
 	deploy/build-static.sh $(BIN)/snorkel-static static-check
 	SNORKEL_STATIC_BINARY=$(BIN)/snorkel-static SNORKEL_STATIC_VERSION=static-check $(GO) test -count=1 -run '^TestStaticBinary$$' ./deploy/
 
-fuzz: ## run every fuzz target for FUZZTIME executions (default 20000x)
-	@set -e; for pkg in $$($(GO) list ./...); do \
-	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
-	    echo "fuzz $$pkg $$f"; \
-	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg >/tmp/snorkel-fuzz.log 2>&1 || { cat /tmp/snorkel-fuzz.log; exit 1; }; \
+fuzz: ## run every fuzz target for FUZZTIME executions (default 20000x); a failure prints the crasher
+	@set -e; for f in $$(git grep -l '^func Fuzz' -- '*_test.go'); do \
+	  pkg=./$$(dirname $$f); \
+	  for target in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do \
+	    echo "fuzz $$pkg $$target"; \
+	    $(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) $$pkg >$(CACHE)/fuzz.log 2>&1 || { \
+	      cat $(CACHE)/fuzz.log; \
+	      for c in $$(sed -n 's/.*Failing input written to \(testdata[^ ]*\).*/\1/p' $(CACHE)/fuzz.log); do \
+	        echo "crasher $$pkg/$$c:"; cat $$pkg/$$c; \
+	      done; \
+	      exit 1; }; \
 	  done; \
 	done
 
