@@ -10,6 +10,11 @@ import (
 	"time"
 )
 
+// settle bounds the tests' waits for things that take milliseconds on an
+// idle machine: under `go test ./...` on two busy cores they can take
+// seconds, and a deadline is there to stop a hang, not to time the code.
+const settle = 60 * time.Second
+
 // The ping fixtures are real outputs of iputils ping 20221126: over
 // loopback, to a namespace that dropped every other echo request, and to
 // one that dropped all.
@@ -73,7 +78,7 @@ func TestParsePingRefusesCutOrQuietOutput(t *testing.T) {
 }
 
 func TestRRRoundTripsOverLoopbackAndOrdersPercentiles(t *testing.T) {
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), settle)
 	defer cancel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -148,7 +153,7 @@ func TestParseRRReportRefusesEmptyOrDisorderedReports(t *testing.T) {
 }
 
 func TestUDPSourceAndSinkCountTheSameDatagramsOverLoopback(t *testing.T) {
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), settle)
 	defer cancel()
 	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
@@ -163,10 +168,21 @@ func TestUDPSourceAndSinkCountTheSameDatagramsOverLoopback(t *testing.T) {
 	go sink.Serve(ctx, udp, ctl)
 	server := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(port))
 
-	// Paced well below what loopback carries, nothing is lost.
-	r, err := RunUDPSource(ctx, UDPSourceOptions{Server: server, Duration: 300 * time.Millisecond, Rate: 20000})
-	if err != nil {
-		t.Fatal(err)
+	// Paced well below what loopback carries, nothing is lost. The source
+	// sends in bursts of 1024 datagrams, though, and a sink left without
+	// a CPU on a loaded machine overflows its socket buffer, as UDP
+	// allows: a run that lost some is tried again, and a sink that
+	// miscounts fails every try.
+	var r UDPReport
+	for try := 1; ; try++ {
+		r, err = RunUDPSource(ctx, UDPSourceOptions{Server: server, Duration: 300 * time.Millisecond, Rate: 20000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Received == r.Sent || try == 3 {
+			break
+		}
+		t.Logf("paced run %d: %d of %d datagrams received; trying again", try, r.Received, r.Sent)
 	}
 	if r.Sent < 1000 || r.Received != r.Sent || r.Payload != UDPPayload {
 		t.Errorf("paced run: %+v, want over 1000 sent and all received", r)

@@ -35,7 +35,9 @@ func (c *capture) Write(p []byte) (int, error) {
 // is missed. With count > 0 tcpdump exits after that many packets.
 func startCapture(t *testing.T, ns *topo.NS, iface, filter string, count int) *capture {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	// The context only keeps a capture the test forgot from running on;
+	// the cleanup below stops it, however long the test took.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	args := []string{"-i", iface, "-n", "-l", "--immediate-mode"}
 	if count > 0 {
 		args = append(args, "-c", fmt.Sprint(count))
@@ -81,7 +83,7 @@ func startCapture(t *testing.T, ns *topo.NS, iface, filter string, count int) *c
 	})
 	select {
 	case <-ready:
-	case <-time.After(10 * time.Second):
+	case <-time.After(settle):
 		t.Fatalf("tcpdump in %s did not start listening: %s", ns, c.stderr())
 	}
 	if c.exited() {
@@ -117,12 +119,30 @@ func (c *capture) wait(timeout time.Duration) []string {
 		err := <-c.done
 		c.done <- err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return strings.FieldsFunc(c.out.String(), func(r rune) bool { return r == '\n' })
+	return c.printed()
 }
 
 // lines stops tcpdump and returns the packet lines it printed.
 func (c *capture) lines() []string {
 	return c.wait(0)
+}
+
+// linesWhen waits until the packet lines tcpdump printed satisfy ok, for up
+// to timeout, then stops it and returns them. A packet tcpdump has not yet
+// read when it is stopped is never printed, and on a loaded host tcpdump
+// lags the traffic it captures: a check that counts packets it knows have
+// crossed waits for them here.
+func (c *capture) linesWhen(timeout time.Duration, ok func([]string) bool) []string {
+	deadline := time.Now().Add(timeout)
+	for !ok(c.printed()) && time.Now().Before(deadline) && !c.exited() {
+		time.Sleep(20 * time.Millisecond)
+	}
+	return c.lines()
+}
+
+// printed returns the packet lines tcpdump has printed so far.
+func (c *capture) printed() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return strings.FieldsFunc(c.out.String(), func(r rune) bool { return r == '\n' })
 }

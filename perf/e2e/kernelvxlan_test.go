@@ -69,8 +69,8 @@ func TestKernelVXLANInterop(t *testing.T) {
 
 func (e *env) pingOK(t *testing.T, from *topo.NS, fromName string, to netip.Addr) {
 	t.Helper()
-	if sent, got, out := ping(t.Context(), from, "-c", "3", "-i", "0.2", "-W", "2", to.String()); sent != 3 || got != 3 {
-		t.Errorf("ping %s → %s: %d of %d answered, want 3 of 3:\n%s", fromName, to, got, sent, out)
+	if unanswered, out := pingEach(t.Context(), from, to, 3); len(unanswered) > 0 {
+		t.Errorf("ping %s → %s: echo requests %v of 3 unanswered:\n%s", fromName, to, unanswered, out)
 	}
 }
 
@@ -79,7 +79,7 @@ func (e *env) pingOK(t *testing.T, from *topo.NS, fromName string, to netip.Addr
 func (e *env) bulkBothWays(t *testing.T, port uint16) {
 	t.Helper()
 	const size = 16 << 20
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), settle)
 	defer cancel()
 	if err := transferTCP(ctx, e.c1Pod, e.c2Pod, netip.AddrPortFrom(e.c2IP, port), size, 11); err != nil {
 		t.Errorf("%s → %s: %v", c1PodName, c2PodName, err)
@@ -107,12 +107,12 @@ func (e *env) gatewayProcess(t *testing.T, gw *topo.NS) *topo.Process {
 // port, with on-link routes to c1's CIDRs through it.
 func (e *env) replaceC2WithKernelVTEP(t *testing.T) {
 	t.Helper()
-	if err := e.gatewayProcess(t, e.c2).Stop(5 * time.Second); err != nil {
+	if err := e.gatewayProcess(t, e.c2).Stop(settle); err != nil {
 		t.Fatal(err)
 	}
 	// The gateway removes its TUN device on the way out; its routes for
 	// c1's CIDRs go with it and make room for the kernel's.
-	waitUntil(t, 5*time.Second, "c2's TUN device to go", func() error {
+	waitUntil(t, settle, "c2's TUN device to go", func() error {
 		if e.c2.HasLink(e.tun("c2")) {
 			return fmt.Errorf("%s still exists", e.tun("c2"))
 		}
@@ -181,7 +181,7 @@ func (e *env) restartC1(t *testing.T, name string, edit func(*gateway.Config)) {
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.gatewayProcess(t, e.c1).Stop(5 * time.Second); err != nil {
+	if err := e.gatewayProcess(t, e.c1).Stop(settle); err != nil {
 		t.Fatal(err)
 	}
 	p, err := e.c1.Start(name, snorkelBin, "gateway", "--config", path)
@@ -189,7 +189,7 @@ func (e *env) restartC1(t *testing.T, name string, edit func(*gateway.Config)) {
 		t.Fatal(err)
 	}
 	c2 := e.lab.Plan.Cluster("c2")
-	waitUntil(t, 10*time.Second, "the restarted c1 gateway", func() error {
+	waitUntil(t, settle, "the restarted c1 gateway", func() error {
 		if !p.Alive() {
 			log, _ := os.ReadFile(p.Log)
 			t.Fatalf("restarted c1 gateway exited: %v\n%s", p.ExitError(), log)

@@ -15,6 +15,14 @@ import (
 	"github.com/snorkel-net/snorkel/perf/topo"
 )
 
+// settle bounds a wait for something that takes milliseconds, or a few
+// seconds, on an idle machine: a process to start or stop, a tunnel to come
+// up, a packet to cross. `go test ./...` runs these tests beside other
+// packages' gateways, API servers and iperf runs on as few as two cores,
+// where that can take many times as long; the deadline is there to stop a
+// hang, not to time the code, so a passing run never waits it out.
+const settle = 60 * time.Second
+
 // snorkelBin is the binary built from this tree for the package's run, so
 // that the gateways under test run the code under test; empty when not root.
 var snorkelBin string
@@ -86,15 +94,17 @@ func upScenario(t *testing.T, sc lab.Scenario, transport, tag string) *lab.Lab {
 	t.Helper()
 	prefix := fmt.Sprintf("e2%d%s-", os.Getpid()%100000, tag)
 	state := filepath.Join(t.TempDir(), "state")
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	// Up waits for each gateway and pod in turn, each for up to settle.
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	var progress bytes.Buffer
 	l, err := lab.Up(ctx, lab.Options{
-		Scenario:  sc,
-		Transport: transport,
-		StateDir:  state,
-		Prefix:    prefix,
-		Binary:    snorkelBin,
+		Scenario:     sc,
+		Transport:    transport,
+		StateDir:     state,
+		Prefix:       prefix,
+		Binary:       snorkelBin,
+		ReadyTimeout: settle,
 		// The checks bring their own servers; in-process whereami spares
 		// a process per pod.
 		PodsInProcess: true,
@@ -167,7 +177,7 @@ func (e *env) status(t *testing.T, gw *topo.NS) gateway.Stats {
 // not race the tunnel's setup (a WireGuard handshake on a loaded host).
 func waitConnected(t *testing.T, l *lab.Lab) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(settle)
 	for _, c := range l.Plan.Clusters {
 		gw, err := l.Gateway(c.Spec.ID)
 		if err != nil {
@@ -184,7 +194,7 @@ func waitConnected(t *testing.T, l *lab.Lab) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("%s's gateway has not connected every remote within 30s: %+v (%v)", c.Spec.ID, st.Remotes, err)
+				t.Fatalf("%s's gateway has not connected every remote within %v: %+v (%v)", c.Spec.ID, settle, st.Remotes, err)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}

@@ -12,16 +12,16 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/snorkel-net/snorkel/perf/lab"
 	"github.com/snorkel-net/snorkel/perf/topo"
 )
 
 // getText GETs a path of the gateway's metrics listener, which is bound to
-// loopback inside the gateway node's namespace.
+// loopback inside the gateway node's namespace. The bound only stops a
+// hung gateway from hanging the test.
 func getText(ctx context.Context, gw *topo.NS, path string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, settle)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+lab.MetricsAddress+path, nil)
 	if err != nil {

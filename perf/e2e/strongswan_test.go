@@ -33,7 +33,9 @@ const (
 )
 
 // snorkelRekey is the CHILD_SA and IKE SA lifetime c1's gateway gets for
-// the rekey case; the engine rekeys up to a tenth of it early.
+// the rekey case; the engine rekeys up to a tenth of it early. The other
+// cases run with the default lifetimes of hours, so that no rekey lands in
+// the middle of a check however slowly the host runs it.
 const snorkelRekey = 15 * time.Second
 
 // streamRate paces each of the rekey case's TCP streams: enough packets
@@ -61,10 +63,7 @@ func TestStrongSwanInterop(t *testing.T) {
 		// gateway deleted their IKE SA.
 		sw.loadConn(t, "aes128gcm16")
 		mark := sw.logSize()
-		e.restartC1(t, "gateway-c1-initiator", func(cfg *gateway.Config) {
-			cfg.Transport.ESP.RekeyTime = snorkelRekey.String()
-			cfg.Transport.ESP.IKERekeyTime = snorkelRekey.String()
-		})
+		e.restartC1(t, "gateway-c1-initiator", func(*gateway.Config) {})
 		tun := e.waitTunnel(t, sw, "aes128gcm16")
 		if tun.charonInitiated {
 			t.Errorf("charon initiated IKE SA %s; c1's gateway should have", tun.ikeSPIs)
@@ -82,7 +81,14 @@ func TestStrongSwanInterop(t *testing.T) {
 	})
 
 	t.Run("rekeys_by_either_side_keep_tcp_streams_intact", func(t *testing.T) {
-		e.testRekeys(t, sw, 5321)
+		// The lifetimes are short enough for the test to wait out, and
+		// start now: the rekeys come a known time after the tunnel below,
+		// not at whatever point of the earlier checks a slow host reached.
+		e.restartC1(t, "gateway-c1-rekey", func(cfg *gateway.Config) {
+			cfg.Transport.ESP.RekeyTime = snorkelRekey.String()
+			cfg.Transport.ESP.IKERekeyTime = snorkelRekey.String()
+		})
+		e.testRekeys(t, sw, e.waitTunnel(t, sw, "aes128gcm16"), 5321)
 	})
 
 	t.Run("strongswan_initiates_aes256gcm16_and_pods_reach_each_other", func(t *testing.T) {
@@ -97,7 +103,7 @@ func TestStrongSwanInterop(t *testing.T) {
 		})
 		// The stopped gateway deleted its IKE SA on the way out; one left
 		// at charon would carry the new CHILD_SA to a peer that forgot it.
-		waitUntil(t, 5*time.Second, "charon to drop the IKE SA of c1's stopped gateway", func() error {
+		waitUntil(t, settle, "charon to drop the IKE SA of c1's stopped gateway", func() error {
 			sas, err := sw.listSAs(t.Context())
 			if err != nil {
 				return err
@@ -107,7 +113,7 @@ func TestStrongSwanInterop(t *testing.T) {
 			}
 			return nil
 		})
-		if out, err := sw.swanctl(t.Context(), "--initiate", "--child", swanChild, "--timeout", "20"); err != nil {
+		if out, err := sw.swanctl(t.Context(), "--initiate", "--child", swanChild, "--timeout", fmt.Sprint(int(settle/time.Second))); err != nil {
 			t.Fatalf("charon could not set up the CHILD_SA with c1's gateway: %v", err)
 		} else if !strings.Contains(out, "initiate completed successfully") {
 			t.Fatalf("swanctl --initiate:\n%s", out)
@@ -161,12 +167,12 @@ func (e *env) replaceC2WithCharon(t *testing.T) *charon {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.gatewayProcess(t, e.c2).Stop(5 * time.Second); err != nil {
+	if err := e.gatewayProcess(t, e.c2).Stop(settle); err != nil {
 		t.Fatal(err)
 	}
 	// The gateway removes its TUN device on the way out; its routes for
 	// c1's CIDRs go with it and leave the way to c1 to ipsec0's.
-	waitUntil(t, 5*time.Second, "c2's TUN device to go", func() error {
+	waitUntil(t, settle, "c2's TUN device to go", func() error {
 		if e.c2.HasLink(e.tun("c2")) {
 			return fmt.Errorf("%s still exists", e.tun("c2"))
 		}
@@ -207,11 +213,11 @@ func (e *env) replaceC2WithCharon(t *testing.T) *charon {
 			t.Logf("charon's log (tail):\n%s", sw.logTail(150))
 		}
 		// Stopped before its directory goes.
-		if err := sw.proc.Stop(5 * time.Second); err != nil {
+		if err := sw.proc.Stop(settle); err != nil {
 			t.Error(err)
 		}
 	})
-	waitUntil(t, 10*time.Second, "charon's vici socket", func() error {
+	waitUntil(t, settle, "charon's vici socket", func() error {
 		if !sw.proc.Alive() {
 			out, _ := os.ReadFile(sw.proc.Log)
 			t.Fatalf("charon exited: %v\n%s\n%s", sw.proc.ExitError(), out, sw.logTail(50))
@@ -321,9 +327,10 @@ secrets {
 }
 
 // swanctl runs swanctl against this charon and returns its output; the
-// error carries the output too.
+// error carries the output too. The bound leaves room for an --initiate
+// that waits up to settle itself.
 func (sw *charon) swanctl(ctx context.Context, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 2*settle)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "swanctl", append(args, "--uri", "unix://"+sw.vici())...)
 	cmd.Env = append(os.Environ(), "STRONGSWAN_CONF="+sw.conf())
@@ -474,7 +481,7 @@ func (e *env) tunnel(ctx context.Context, sw *charon) (tunnel, error) {
 // ESP suite alg, and returns it.
 func (e *env) waitTunnel(t *testing.T, sw *charon, alg string) tunnel {
 	t.Helper()
-	return e.waitTunnelWhere(t, sw, 20*time.Second, "a tunnel of "+alg+" between c1's gateway and charon", func(tun tunnel) error {
+	return e.waitTunnelWhere(t, sw, settle, "a tunnel of "+alg+" between c1's gateway and charon", func(tun tunnel) error {
 		if tun.alg != alg {
 			return fmt.Errorf("the CHILD_SA has %s", tun.alg)
 		}
@@ -515,22 +522,29 @@ func (e *env) checkUnderlay(t *testing.T, tun tunnel) {
 	at := startCapture(t, e.lab.Topo.NS(lab.UnderlayNS), c2.Gateway.BridgePort, "ip", 0)
 	e.pingOK(t, e.c1Pod, c1PodName, e.c2IP)
 	e.pingOK(t, e.c2Pod, c2PodName, e.c1IP)
-	lines := at.lines()
-	var toC2, toC1 int
-	var other []string
-	for _, l := range lines {
-		m := espInUDP.FindStringSubmatch(l)
-		switch {
-		case m != nil && m[1] == c1UL && m[2] == c2UL && m[3] == tun.out:
-			toC2++
-		case m != nil && m[1] == c2UL && m[2] == c1UL && m[3] == tun.in:
-			toC1++
-		case ikeOn4500.MatchString(l):
-		default:
-			other = append(other, l)
+	classify := func(lines []string) (toC2, toC1 int, other []string) {
+		for _, l := range lines {
+			m := espInUDP.FindStringSubmatch(l)
+			switch {
+			case m != nil && m[1] == c1UL && m[2] == c2UL && m[3] == tun.out:
+				toC2++
+			case m != nil && m[1] == c2UL && m[2] == c1UL && m[3] == tun.in:
+				toC1++
+			case ikeOn4500.MatchString(l):
+			default:
+				other = append(other, l)
+			}
 		}
+		return toC2, toC1, other
 	}
-	// Each way: three echo requests and the answers to the other side's three.
+	// Each way: three echo requests and the answers to the other side's
+	// three. They have crossed once the pings are answered, but tcpdump
+	// may not have printed them yet.
+	lines := at.linesWhen(settle, func(lines []string) bool {
+		toC2, toC1, _ := classify(lines)
+		return toC2 >= 6 && toC1 >= 6
+	})
+	toC2, toC1, other := classify(lines)
 	if toC2 < 6 || toC1 < 6 {
 		t.Errorf("ESP in UDP on the underlay: %d packets %s → %s with SPI %s and %d %s → %s with SPI %s; want at least 6 each", toC2, c1UL, c2UL, tun.out, toC1, c2UL, c1UL, tun.in)
 	}
@@ -544,29 +558,26 @@ func (e *env) checkUnderlay(t *testing.T, tun tunnel) {
 
 // testRekeys runs a TCP stream each way between the pods on ports port and
 // port+1 while first c1's gateway, on its own timers, and then charon, on
-// command, rekey the CHILD_SA and the IKE SA, and checks that both ends
-// agree on the new SAs after each rekey, that the streams arrive intact,
-// and that c1's gateway dropped no packet for want of an outbound SA and
-// no ESP packet for an unknown SPI, a replay or a failed ICV meanwhile:
-// each old SA stays until its successor carries the traffic.
-func (e *env) testRekeys(t *testing.T, sw *charon, port uint16) {
-	first, err := e.tunnel(t.Context(), sw)
-	if err != nil {
-		t.Fatal(err)
-	}
+// command, rekey the CHILD_SA and the IKE SA of first, a tunnel just set up
+// with snorkelRekey lifetimes, and checks that both ends agree on the new
+// SAs after each rekey, that the streams arrive intact, and that c1's
+// gateway dropped no packet for want of an outbound SA and no ESP packet
+// for an unknown SPI, a replay or a failed ICV meanwhile: each old SA
+// stays until its successor carries the traffic.
+func (e *env) testRekeys(t *testing.T, sw *charon, first tunnel, port uint16) {
 	reasons := []string{"no_sa", "unknown_spi", "replay", "auth_failed"}
 	dropsBefore := e.espDrops(t, reasons)
 	logMark := sw.logSize()
 	finish := e.streamBothWays(t, port)
 
 	// Both were set up at once; c1's gateway rekeys each within the last
-	// tenth of snorkelRekey.
+	// tenth of snorkelRekey, and the exchanges take up to settle.
 	due := first.installed.Add(snorkelRekey)
 	if first.established.After(first.installed) {
 		due = first.established.Add(snorkelRekey)
 	}
-	t.Logf("waiting up to %v for c1's gateway to rekey", time.Until(due.Add(10*time.Second)).Round(time.Second))
-	bySnorkel := e.waitTunnelWhere(t, sw, time.Until(due.Add(10*time.Second)), "c1's gateway to rekey the CHILD_SA and the IKE SA", func(tun tunnel) error {
+	t.Logf("waiting up to %v for c1's gateway to rekey", time.Until(due.Add(settle)).Round(time.Second))
+	bySnorkel := e.waitTunnelWhere(t, sw, time.Until(due.Add(settle)), "c1's gateway to rekey the CHILD_SA and the IKE SA", func(tun tunnel) error {
 		if tun.in == first.in || tun.ikeSPIs == first.ikeSPIs {
 			return fmt.Errorf("CHILD_SA %s/%s, IKE SA %s", tun.in, tun.out, tun.ikeSPIs)
 		}
@@ -581,7 +592,7 @@ func (e *env) testRekeys(t *testing.T, sw *charon, port uint16) {
 	if _, err := sw.swanctl(t.Context(), "--rekey", "--child", swanChild); err != nil {
 		t.Fatal(err)
 	}
-	childByCharon := e.waitTunnelWhere(t, sw, 10*time.Second, "charon's CHILD_SA rekey", func(tun tunnel) error {
+	childByCharon := e.waitTunnelWhere(t, sw, settle, "charon's CHILD_SA rekey", func(tun tunnel) error {
 		if tun.in == bySnorkel.in {
 			return fmt.Errorf("CHILD_SA still %s/%s", tun.in, tun.out)
 		}
@@ -591,7 +602,7 @@ func (e *env) testRekeys(t *testing.T, sw *charon, port uint16) {
 		t.Fatal(err)
 	}
 	// The CHILD_SA moves to the new IKE SA as it is (RFC 7296 §2.8).
-	ikeByCharon := e.waitTunnelWhere(t, sw, 10*time.Second, "charon's IKE SA rekey", func(tun tunnel) error {
+	ikeByCharon := e.waitTunnelWhere(t, sw, settle, "charon's IKE SA rekey", func(tun tunnel) error {
 		if tun.ikeSPIs == childByCharon.ikeSPIs {
 			return fmt.Errorf("IKE SA still %s", tun.ikeSPIs)
 		}
@@ -631,9 +642,9 @@ func (e *env) espDrops(t *testing.T, reasons []string) []float64 {
 // streamBothWays starts a TCP stream each way between the c1 and c2 pods,
 // on ports port and port+1, paced to streamRate. The returned func ends
 // the streams and checks that each arrived intact; they end with the test
-// at the latest.
+// at the latest. The bound covers the rekeys' three waits of up to settle.
 func (e *env) streamBothWays(t *testing.T, port uint16) (finish func()) {
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), snorkelRekey+4*settle)
 	running, stop := context.WithCancel(ctx)
 	t.Cleanup(cancel)
 	type result struct {

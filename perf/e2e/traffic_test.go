@@ -113,11 +113,17 @@ type udpEcho struct {
 	sent, echoed int
 }
 
+// echoWait is how long echoDatagrams waits for the reply to one datagram
+// before it sends the next, and at the end for the replies still missing.
+// A reply that comes later than its own wait still counts: a loaded host
+// delays replies without losing them.
+const echoWait = 2 * time.Second
+
 // echoDatagrams sends count datagrams of the given sizes (cycled) from
 // `from` to dst, served by an echo server it runs in `to` on dst's port
-// (every address), one at a time, and compares
-// every reply with what was sent under its sequence number. A reply that
-// does not come within a timeout counts as lost; a reply that differs is an
+// (every address), one at a time, and compares every reply with what was
+// sent under its sequence number. A datagram whose reply has not come when
+// the last one's wait ends counts as lost; a reply that differs is an
 // error.
 func echoDatagrams(ctx context.Context, from, to *topo.NS, dst netip.AddrPort, sizes []int, count int, seed uint64) (udpEcho, error) {
 	var res udpEcho
@@ -143,7 +149,36 @@ func echoDatagrams(ctx context.Context, from, to *topo.NS, dst netip.AddrPort, s
 	defer c.Close()
 	src := stream(seed)
 	sent := make([][]byte, count)
+	echoed := make([]bool, count)
 	buf := make([]byte, 65536)
+	// read takes replies until done says so or the deadline passes.
+	read := func(deadline time.Time, done func() bool) error {
+		c.SetReadDeadline(deadline)
+		for !done() {
+			n, err := c.Read(buf)
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if n < 4 {
+				return fmt.Errorf("a %d-byte reply is too short to carry a sequence number", n)
+			}
+			seq := int(binary.BigEndian.Uint32(buf))
+			if seq >= res.sent {
+				return fmt.Errorf("reply with sequence number %d, beyond the %d sent", seq, res.sent)
+			}
+			if !bytes.Equal(buf[:n], sent[seq]) {
+				return fmt.Errorf("datagram %d came back different: sent %d bytes, got %d", seq, len(sent[seq]), n)
+			}
+			if !echoed[seq] {
+				echoed[seq] = true
+				res.echoed++
+			}
+		}
+		return nil
+	}
 	for i := range count {
 		if ctx.Err() != nil {
 			return res, ctx.Err()
@@ -157,32 +192,12 @@ func echoDatagrams(ctx context.Context, from, to *topo.NS, dst netip.AddrPort, s
 			return res, fmt.Errorf("datagram %d (%d bytes): %w", i, size, err)
 		}
 		res.sent++
-		c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
-		for {
-			n, err := c.Read(buf)
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				break
-			}
-			if err != nil {
-				return res, fmt.Errorf("datagram %d: %w", i, err)
-			}
-			if n < 4 {
-				return res, fmt.Errorf("a %d-byte reply is too short to carry a sequence number", n)
-			}
-			seq := int(binary.BigEndian.Uint32(buf))
-			if seq > i {
-				return res, fmt.Errorf("reply with sequence number %d, beyond the %d sent", seq, i+1)
-			}
-			if !bytes.Equal(buf[:n], sent[seq]) {
-				return res, fmt.Errorf("datagram %d came back different: sent %d bytes, got %d", seq, len(sent[seq]), n)
-			}
-			// A late reply to an earlier datagram is fine; keep waiting
-			// for this one.
-			if seq == i {
-				res.echoed++
-				break
-			}
+		if err := read(time.Now().Add(echoWait), func() bool { return echoed[i] }); err != nil {
+			return res, fmt.Errorf("datagram %d: %w", i, err)
 		}
+	}
+	if err := read(time.Now().Add(echoWait), func() bool { return res.echoed == res.sent }); err != nil {
+		return res, fmt.Errorf("after the last datagram: %w", err)
 	}
 	return res, nil
 }
@@ -193,6 +208,33 @@ func anyAddr(port uint16) string {
 }
 
 var pingReceived = regexp.MustCompile(`(\d+) packets transmitted, (\d+) received`)
+
+var pingReply = regexp.MustCompile(`(?m)^\d+ bytes from \S+: icmp_seq=(\d+) `)
+
+// pingEach pings dst from ns, count echo requests 0.2 s apart, and returns
+// which of them got no reply, with ping's output. With -c alone, ping gives
+// the last reply twice the slowest round trip so far (at least the
+// interval) before it exits without it: on a loaded host that is not
+// enough for the gateways to answer. With -w, ping waits until count
+// replies have come, sending more meanwhile, for up to settle: a request
+// counts as unanswered only if no reply to it came before ping had count
+// replies, so a slow reply passes and a lost one does not.
+func pingEach(ctx context.Context, ns *topo.NS, dst netip.Addr, count int) (unanswered []int, out string) {
+	args := []string{"-n", "-c", strconv.Itoa(count), "-i", "0.2", "-w", strconv.Itoa(int(settle / time.Second)), dst.String()}
+	b, _ := ns.Command(ctx, "ping", args...).CombinedOutput()
+	out = string(b)
+	answered := map[int]bool{}
+	for _, m := range pingReply.FindAllStringSubmatch(out, -1) {
+		seq, _ := strconv.Atoi(m[1])
+		answered[seq] = true
+	}
+	for seq := 1; seq <= count; seq++ {
+		if !answered[seq] {
+			unanswered = append(unanswered, seq)
+		}
+	}
+	return unanswered, out
+}
 
 // ping runs ping(8) in ns and returns how many of count echo requests were
 // answered, with ping's output.

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -20,10 +21,18 @@ import (
 	"github.com/snorkel-net/snorkel/perf"
 )
 
+// settle bounds a wait for something that takes milliseconds on an idle
+// machine, an API request or this test's stand-in kubelet answering one:
+// beside the rest of `go test ./...` on two busy cores, API servers can
+// take seconds. A passing run never waits it out, except where Run's pod
+// timeout is itself the subject (20 s there).
+const settle = 60 * time.Second
+
 // The API servers run no kubelet, so pods never start by themselves: each
 // case plays the kubelet (and Globalnet) as far as it needs, and checks
 // the objects Run creates, the timeout it reports for the first pod left
-// alone, and that it deletes everything.
+// alone or the cleanup after the test stops it, and that it deletes
+// everything. A pod the test plays the kubelet for gets settle to start.
 func TestRunAgainstRealAPIServers(t *testing.T) {
 	servers := kubelocal.ForTest(t, kubelocal.Options{Name: "c1"}, kubelocal.Options{Name: "c2", ServiceCIDR: "10.88.0.0/16"})
 	kubeconfig := servers[0].Kubeconfig + string(filepath.ListSeparator) + servers[1].Kubeconfig
@@ -35,9 +44,9 @@ func TestRunAgainstRealAPIServers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := func(t *testing.T, benchmark string, globalnet bool, podTimeout time.Duration) (*perf.Results, error) {
+	run := func(ctx context.Context, t *testing.T, benchmark string, globalnet bool, podTimeout time.Duration) (*perf.Results, error) {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(t.Context(), 40*time.Second)
+		ctx, cancel := context.WithTimeout(ctx, 3*settle)
 		defer cancel()
 		return Run(ctx, Options{
 			Kubeconfig: kubeconfig,
@@ -53,8 +62,10 @@ func TestRunAgainstRealAPIServers(t *testing.T) {
 	}
 
 	t.Run("a_server_pod_that_never_starts_fails_the_run_by_name", func(t *testing.T) {
+		// Nothing plays the kubelet here, so the short timeout cannot
+		// pass early.
 		seen := watchPods(t, c2, nil)
-		_, err := run(t, perf.BenchmarkThroughput, false, 2*time.Second)
+		_, err := run(t.Context(), t, perf.BenchmarkThroughput, false, 2*time.Second)
 		wantErr(t, err, "pod snorkel-benchmark-", "/iperf3-server in context c2 did not start within 2s", "not scheduled to a node")
 		p := seen.get(t, IperfServer)
 		ctr := p.Spec.Containers[0]
@@ -75,8 +86,13 @@ func TestRunAgainstRealAPIServers(t *testing.T) {
 			return &corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.88.7.7"}
 		})
 		clients := watchPods(t, c1, nil)
-		_, err := run(t, perf.BenchmarkThroughput, false, 2*time.Second)
-		wantErr(t, err, "client pod snorkel-benchmark-", "/tcp-1-rep1 in context c1 did not start within 2s")
+		// The timeout covers the server pod, which the stand-in kubelet
+		// starts in milliseconds, and then runs out on the client pod, so
+		// the test waits it out: long enough for a busy machine, short
+		// enough not to idle a minute.
+		const podTimeout = 20 * time.Second
+		_, err := run(t.Context(), t, perf.BenchmarkThroughput, false, podTimeout)
+		wantErr(t, err, "client pod snorkel-benchmark-", "/tcp-1-rep1 in context c1 did not start within "+podTimeout.String())
 		seen.get(t, IperfServer)
 		p := clients.get(t, "tcp-1-rep1")
 		if got, want := strings.Join(p.Spec.Containers[0].Command, " "), "iperf3 -c 10.88.7.7 -p 5201 -t 1 -J -P 1"; got != want {
@@ -89,9 +105,11 @@ func TestRunAgainstRealAPIServers(t *testing.T) {
 		seen := watchPods(t, c2, func(p *corev1.Pod) *corev1.PodStatus {
 			return &corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.88.7.8"}
 		})
-		clients := watchPods(t, c1, nil)
-		_, err := run(t, perf.BenchmarkLatency, false, 2*time.Second)
-		wantErr(t, err, "/tcp-rr-rep1 in context c1 did not start")
+		ctx, stop := context.WithCancel(t.Context())
+		defer stop()
+		clients := watchPods(t, c1, stopAtClient(stop))
+		_, err := run(ctx, t, perf.BenchmarkLatency, false, settle)
+		wantStopped(t, err)
 		if got := strings.Join(seen.get(t, NetperfServer).Spec.Containers[0].Command, " "); got != "netserver -D -p 12865" {
 			t.Errorf("netperf server command %q", got)
 		}
@@ -118,14 +136,27 @@ func TestRunAgainstRealAPIServers(t *testing.T) {
 		seen := watchPods(t, c2, func(p *corev1.Pod) *corev1.PodStatus {
 			return &corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.88.7.9"}
 		})
-		clients := watchPods(t, c1, nil)
+		runCtx, stop := context.WithCancel(ctx)
+		defer stop()
+		clients := watchPods(t, c1, stopAtClient(stop))
 		// Globalnet's part: a GlobalIngressIP for the exported service.
-		exported := make(chan string, 1)
+		// It also records the Service, which Run keeps until it has its
+		// global IP.
+		type export struct {
+			name string // of the ServiceExport, namespace/name
+			svc  *corev1.Service
+		}
+		exported := make(chan export, 1)
 		go func() {
 			for ctx.Err() == nil {
 				list, err := mcs.MulticlusterV1alpha1().ServiceExports("").List(ctx, metav1.ListOptions{LabelSelector: LabelName + "=snorkel-benchmark"})
 				if err == nil && len(list.Items) > 0 {
 					se := list.Items[0]
+					svc, err := c2.CoreV1().Services(se.Namespace).Get(ctx, se.Name, metav1.GetOptions{})
+					if err != nil {
+						t.Errorf("the service of ServiceExport %s/%s: %v", se.Namespace, se.Name, err)
+						return
+					}
 					g := &submv1.GlobalIngressIP{
 						ObjectMeta: metav1.ObjectMeta{Name: se.Name, Namespace: se.Namespace},
 						Spec:       submv1.GlobalIngressIPSpec{Target: submv1.ClusterIPService, ServiceRef: &corev1.LocalObjectReference{Name: se.Name}},
@@ -144,27 +175,27 @@ func TestRunAgainstRealAPIServers(t *testing.T) {
 					if _, err := dyn.Resource(submv1.GlobalIngressIPResource).Namespace(se.Namespace).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
 						t.Error(err)
 					}
-					exported <- se.Namespace + "/" + se.Name
+					exported <- export{se.Namespace + "/" + se.Name, svc}
 					return
 				}
 				time.Sleep(100 * time.Millisecond)
 			}
 		}()
-		services := watchServices(t, c2)
-		_, err = run(t, perf.BenchmarkThroughput, true, 8*time.Second)
-		wantErr(t, err, "/tcp-1-rep1 in context c1 did not start")
+		_, err = run(runCtx, t, perf.BenchmarkThroughput, true, settle)
+		wantStopped(t, err)
 		seen.get(t, IperfServer)
+		// Run goes on once the status is written, maybe before the
+		// goroutine that wrote it says so.
 		select {
-		case name := <-exported:
-			if !strings.HasSuffix(name, "/"+IperfServer) {
-				t.Errorf("exported %s, want the service %s", name, IperfServer)
+		case e := <-exported:
+			if !strings.HasSuffix(e.name, "/"+IperfServer) {
+				t.Errorf("exported %s, want the service %s", e.name, IperfServer)
 			}
-		default:
-			t.Error("no ServiceExport was created")
-		}
-		svc := services.get(t, IperfServer)
-		if svc.Spec.Selector[LabelRole] != IperfServer || len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 5201 {
-			t.Errorf("service selector %v, ports %+v; want the server pod on 5201", svc.Spec.Selector, svc.Spec.Ports)
+			if svc := e.svc; svc.Labels[LabelName] != "snorkel-benchmark" || svc.Spec.Selector[LabelRole] != IperfServer || len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 5201 {
+				t.Errorf("service labels %v, selector %v, ports %+v; want the benchmark's, selecting the server pod on 5201", svc.Labels, svc.Spec.Selector, svc.Spec.Ports)
+			}
+		case <-time.After(settle):
+			t.Fatal("no ServiceExport was created")
 		}
 		if got := strings.Join(clients.get(t, "tcp-1-rep1").Spec.Containers[0].Command, " "); !strings.HasPrefix(got, "iperf3 -c 242.1.255.1 ") {
 			t.Errorf("client command %q, want it aimed at the global IP 242.1.255.1", got)
@@ -203,6 +234,25 @@ func TestClientCommands(t *testing.T) {
 	}
 }
 
+// stopAtClient is a kubelet that stops the run, by calling stop, as soon as
+// a client pod exists: a case about what Run asks of the client pod need
+// not wait out the pod's start timeout, which
+// client_pods_aim_at_the_server_pod_ip checks.
+func stopAtClient(stop context.CancelFunc) func(*corev1.Pod) *corev1.PodStatus {
+	return func(*corev1.Pod) *corev1.PodStatus {
+		stop()
+		return nil
+	}
+}
+
+// wantStopped checks that Run failed because stopAtClient stopped it.
+func wantStopped(t *testing.T, err error) {
+	t.Helper()
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run: %v; want it stopped by the test once the client pod existed", err)
+	}
+}
+
 func wantErr(t *testing.T, err error, parts ...string) {
 	t.Helper()
 	if err == nil {
@@ -222,7 +272,9 @@ type seenPods struct {
 }
 
 // watchPods records every pod of the benchmark created in cs and, when
-// status is set, writes the status it returns, as a kubelet would.
+// status is set and returns a status, writes it, as a kubelet would. (A
+// watch would miss nothing, but a fresh API server's watch cache refuses
+// watches for a while.)
 func watchPods(t *testing.T, cs kubernetes.Interface, status func(*corev1.Pod) *corev1.PodStatus) *seenPods {
 	s := &seenPods{ch: make(chan *corev1.Pod, 16), pods: map[string]*corev1.Pod{}}
 	ctx, cancel := context.WithCancel(t.Context())
@@ -239,8 +291,11 @@ func watchPods(t *testing.T, cs kubernetes.Interface, status func(*corev1.Pod) *
 					}
 					done[p.Namespace+"/"+p.Name] = true
 					s.ch <- p.DeepCopy()
-					if status != nil {
-						p.Status = *status(p)
+					if status == nil {
+						continue
+					}
+					if st := status(p); st != nil {
+						p.Status = *st
 						if _, err := cs.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil && ctx.Err() == nil {
 							t.Errorf("set the status of pod %s: %v", p.Name, err)
 						}
@@ -253,9 +308,11 @@ func watchPods(t *testing.T, cs kubernetes.Interface, status func(*corev1.Pod) *
 	return s
 }
 
-// get returns the pod of that name once seen.
+// get returns the pod of that name once seen; the last poll may see it a
+// moment after Run returned.
 func (s *seenPods) get(t *testing.T, name string) *corev1.Pod {
 	t.Helper()
+	timeout := time.After(settle)
 	for {
 		if p, ok := s.pods[name]; ok {
 			return p
@@ -263,45 +320,9 @@ func (s *seenPods) get(t *testing.T, name string) *corev1.Pod {
 		select {
 		case p := <-s.ch:
 			s.pods[p.Name] = p
-		default:
+		case <-timeout:
 			t.Fatalf("no pod %s was created", name)
 		}
-	}
-}
-
-// seenServices collects the benchmark's Services as they appear.
-type seenServices struct {
-	ch chan *corev1.Service
-}
-
-func watchServices(t *testing.T, cs kubernetes.Interface) *seenServices {
-	s := &seenServices{ch: make(chan *corev1.Service, 4)}
-	ctx, cancel := context.WithCancel(t.Context())
-	t.Cleanup(cancel)
-	go func() {
-		for ctx.Err() == nil {
-			list, err := cs.CoreV1().Services("").List(ctx, metav1.ListOptions{LabelSelector: LabelName + "=snorkel-benchmark"})
-			if err == nil && len(list.Items) > 0 {
-				s.ch <- list.Items[0].DeepCopy()
-				return
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}()
-	return s
-}
-
-func (s *seenServices) get(t *testing.T, name string) *corev1.Service {
-	t.Helper()
-	select {
-	case svc := <-s.ch:
-		if svc.Name != name {
-			t.Fatalf("service %s created, want %s", svc.Name, name)
-		}
-		return svc
-	default:
-		t.Fatalf("no service %s was created", name)
-		return nil
 	}
 }
 

@@ -3,7 +3,10 @@ package lab
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +16,12 @@ import (
 
 	"github.com/snorkel-net/snorkel/perf/topo"
 )
+
+// settle bounds a wait for something that takes milliseconds on an idle
+// machine, a process to start or a request to be answered: beside the rest
+// of `go test ./...` on two busy cores it can take seconds. A passing run
+// never waits it out.
+const settle = 60 * time.Second
 
 func needRoot(t *testing.T) {
 	t.Helper()
@@ -51,7 +60,7 @@ func TestTopologyWithKernelRouting(t *testing.T) {
 	needRoot(t)
 	prefix := testPrefix("k")
 	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var progress bytes.Buffer
 	l, err := Up(ctx, Options{
@@ -61,6 +70,7 @@ func TestTopologyWithKernelRouting(t *testing.T) {
 		PodsInProcess: true,
 		DNS:           true,
 		Progress:      &progress,
+		ReadyTimeout:  settle,
 	})
 	if err != nil {
 		t.Fatalf("Up: %v\n%s", err, progress.String())
@@ -99,7 +109,7 @@ func TestTopologyWithKernelRouting(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	for i := 0; i < 60 && len(seen) < 3; i++ {
-		r, err := getWhereami(ctx, pod.HTTPClient(), "http://10.99.0.10:80/")
+		r, err := whereami(ctx, pod.HTTPClient(), "http://10.99.0.10:80/")
 		if err != nil {
 			t.Fatalf("request %d to the ClusterIP: %v", i, err)
 		}
@@ -170,7 +180,8 @@ func TestUpFailureTearsDownAndNamesTheLog(t *testing.T) {
 	needRoot(t)
 	prefix := testPrefix("f")
 	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	// Up must see the gateways exit, not time out waiting for them.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*settle)
 	defer cancel()
 	_, err := Up(ctx, Options{
 		Transport:     "vxlan",
@@ -178,7 +189,7 @@ func TestUpFailureTearsDownAndNamesTheLog(t *testing.T) {
 		Prefix:        prefix,
 		Binary:        "/bin/false",
 		PodsInProcess: true,
-		ReadyTimeout:  5 * time.Second,
+		ReadyTimeout:  settle,
 	})
 	if err == nil {
 		t.Fatal("Up succeeded with gateways that exit at once")
@@ -193,5 +204,20 @@ func TestUpFailureTearsDownAndNamesTheLog(t *testing.T) {
 	checkNoLeftovers(t, prefix)
 	if _, err := os.Stat(filepath.Join(dir, labFile)); !os.IsNotExist(err) {
 		t.Errorf("%s still records a lab after a failed Up", labFile)
+	}
+}
+
+// whereami is getWhereami, with a request that timed out tried again for up
+// to settle: getWhereami gives up after 3 s, which a loaded host can take
+// to answer, and the checks are about who answers, not how fast.
+func whereami(ctx context.Context, c *http.Client, url string) (WhereamiReply, error) {
+	deadline := time.Now().Add(settle)
+	for {
+		r, err := getWhereami(ctx, c, url)
+		var ne net.Error
+		timedOut := errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
+		if !timedOut || ctx.Err() != nil || time.Now().After(deadline) {
+			return r, err
+		}
 	}
 }
