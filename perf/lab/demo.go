@@ -226,7 +226,7 @@ func (l *Lab) bulk(ctx context.Context, ns *topo.NS, from, to PodPlan) Check {
 func (l *Lab) bulkAt(ctx context.Context, ns *topo.NS, from, to PodPlan, at netip.Addr) Check {
 	addr := netip.AddrPortFrom(at, WhereamiPort)
 	c := Check{Kind: "bulk", What: arrow(from.Name, fmt.Sprintf("%s %s", to.Name, addr))}
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s/bytes?n=%d", addr, bulkBytes), nil)
 	if err != nil {

@@ -400,7 +400,7 @@ func globalIngressIPs(ctx context.Context, dc dynamic.Interface) (map[string]net
 // kubeReadyTimeout bounds the wait for a --kube lab's agents: they elect
 // a leader, publish, and configure their gateways from the broker's
 // objects, which takes longer than starting a configured gateway.
-const kubeReadyTimeout = 60 * time.Second
+const kubeReadyTimeout = 2 * time.Minute
 
 // importChecks checks, on the first cluster's API server, that every
 // service the other clusters export is imported there: a ServiceImport and

@@ -65,8 +65,8 @@ type Options struct {
 	PodsInProcess bool
 	// Progress receives a line per build step; nil discards them.
 	Progress io.Writer
-	// ReadyTimeout bounds the wait for gateways and pods; default 20s, or
-	// a minute with Kube.
+	// ReadyTimeout bounds the wait for gateways and pods; default
+	// DefaultReadyTimeout, or two minutes with Kube.
 	ReadyTimeout time.Duration
 	// Kube runs the control plane instead of configured gateways: API
 	// servers for a broker and each cluster, `snorkel agent` on every
@@ -120,12 +120,17 @@ func (o *Options) applyDefaults() {
 		o.Scenario = Basic()
 	}
 	if o.ReadyTimeout == 0 {
-		o.ReadyTimeout = 20 * time.Second
+		o.ReadyTimeout = DefaultReadyTimeout
 		if o.Kube {
 			o.ReadyTimeout = kubeReadyTimeout
 		}
 	}
 }
+
+// DefaultReadyTimeout bounds the wait for a lab's gateways and pods. They
+// are ready within a second or two on an idle host; the bound is for a
+// host whose cores are busy with other work.
+const DefaultReadyTimeout = time.Minute
 
 // Up builds the lab and starts its gateways and pods. On failure, or when
 // ctx is cancelled, it tears down what it built, keeps the logs, and says

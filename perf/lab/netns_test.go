@@ -3,10 +3,7 @@ package lab
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -109,7 +106,7 @@ func TestTopologyWithKernelRouting(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	for i := 0; i < 60 && len(seen) < 3; i++ {
-		r, err := whereami(ctx, pod.HTTPClient(), "http://10.99.0.10:80/")
+		r, err := getWhereami(ctx, pod.HTTPClient(), "http://10.99.0.10:80/")
 		if err != nil {
 			t.Fatalf("request %d to the ClusterIP: %v", i, err)
 		}
@@ -204,20 +201,5 @@ func TestUpFailureTearsDownAndNamesTheLog(t *testing.T) {
 	checkNoLeftovers(t, prefix)
 	if _, err := os.Stat(filepath.Join(dir, labFile)); !os.IsNotExist(err) {
 		t.Errorf("%s still records a lab after a failed Up", labFile)
-	}
-}
-
-// whereami is getWhereami, with a request that timed out tried again for up
-// to settle: getWhereami gives up after 3 s, which a loaded host can take
-// to answer, and the checks are about who answers, not how fast.
-func whereami(ctx context.Context, c *http.Client, url string) (WhereamiReply, error) {
-	deadline := time.Now().Add(settle)
-	for {
-		r, err := getWhereami(ctx, c, url)
-		var ne net.Error
-		timedOut := errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
-		if !timedOut || ctx.Err() != nil || time.Now().After(deadline) {
-			return r, err
-		}
 	}
 }

@@ -256,10 +256,14 @@ func logTail(path string, n int) string {
 	return "  last lines of " + path + ":\n    " + strings.Join(lines, "\n    ")
 }
 
+// requestTimeout bounds one demo request. An answer takes milliseconds;
+// the bound leaves room for a busy host and a retransmitted SYN or two.
+const requestTimeout = 15 * time.Second
+
 // getWhereami asks a whereami server who it is.
 func getWhereami(ctx context.Context, c *http.Client, url string) (WhereamiReply, error) {
 	var r WhereamiReply
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
