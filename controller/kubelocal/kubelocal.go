@@ -11,6 +11,7 @@
 package kubelocal
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -23,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -173,12 +175,40 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 			s.Stop()
 		}
 	}()
-	ports, err := freePorts(3)
-	if err != nil {
-		return nil, err
-	}
 	if err := s.writeCredentials(addr); err != nil {
 		return nil, err
+	}
+	for attempt := 1; ; attempt++ {
+		err := s.launch(ctx, o, apiBin, etcdBin)
+		if err == nil {
+			break
+		}
+		if attempt == launchAttempts || !s.portTaken() {
+			return nil, err
+		}
+		s.stopProcesses()
+		if err := os.RemoveAll(filepath.Join(s.dir, "etcd")); err != nil {
+			return nil, fmt.Errorf("kubelocal: %w", err)
+		}
+	}
+	if err := s.writeKubeconfig(); err != nil {
+		return nil, err
+	}
+	ok = true
+	return s, nil
+}
+
+// launchAttempts bounds the tries at starting etcd and the API server on
+// fresh ports: a port found free can be taken by another process before
+// the server binds it.
+const launchAttempts = 3
+
+// launch starts etcd and kube-apiserver on free ports and waits until the
+// API server is ready.
+func (s *Server) launch(ctx context.Context, o Options, apiBin, etcdBin string) error {
+	ports, err := freePorts(3)
+	if err != nil {
+		return err
 	}
 	etcdURL := "http://127.0.0.1:" + strconv.Itoa(ports[0])
 	peerURL := "http://127.0.0.1:" + strconv.Itoa(ports[1])
@@ -190,7 +220,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		"--initial-cluster", "default="+peerURL,
 		"--log-level", "warn")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	s.URL = "https://" + net.JoinHostPort(o.Address, strconv.Itoa(ports[2]))
 	s.api, err = s.spawn("apiserver", apiBin,
@@ -212,16 +242,30 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		"--cert-dir", filepath.Join(s.dir, "certs"),
 		"--v", "0")
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if err := s.waitReady(ctx); err != nil {
-		return nil, err
+	return s.waitReady(ctx)
+}
+
+// portTaken reports whether etcd or the API server failed because another
+// process held its port.
+func (s *Server) portTaken() bool {
+	for _, name := range []string{"etcd.log", "apiserver.log"} {
+		if b, err := os.ReadFile(filepath.Join(s.dir, name)); err == nil && bytes.Contains(b, []byte("address already in use")) {
+			return true
+		}
 	}
-	if err := s.writeKubeconfig(); err != nil {
-		return nil, err
+	return false
+}
+
+// stopProcesses ends the API server and etcd.
+func (s *Server) stopProcesses() {
+	for _, p := range []Process{s.api, s.etcd} {
+		if p != nil {
+			p.Stop(10 * time.Second)
+		}
 	}
-	ok = true
-	return s, nil
+	s.api, s.etcd = nil, nil
 }
 
 // findAPIServer returns the kube-apiserver to run: $SNORKEL_KUBE_APISERVER,
@@ -258,13 +302,18 @@ func (s *Server) spawn(name, bin string, args ...string) (Process, error) {
 		}
 		return p, nil
 	}
-	logf, err := os.Create(filepath.Join(s.dir, name+".log"))
+	return startChild(filepath.Join(s.dir, name+".log"), bin, args...)
+}
+
+// startChild starts bin as a child process logging to logPath, in its own
+// process group and killed when this process dies.
+func startChild(logPath, bin string, args ...string) (Process, error) {
+	logf, err := os.Create(logPath)
 	if err != nil {
 		return nil, fmt.Errorf("kubelocal: %w", err)
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	// Its own process group, and killed with the test binary if that dies.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
@@ -353,11 +402,7 @@ func (s *Server) Stop() {
 	default:
 		close(s.stopped)
 	}
-	for _, p := range []Process{s.api, s.etcd} {
-		if p != nil {
-			p.Stop(10 * time.Second)
-		}
-	}
+	s.stopProcesses()
 	if s.ownDir {
 		os.RemoveAll(s.dir)
 	}
@@ -448,7 +493,10 @@ func (s *Server) writeKubeconfig() error {
 	return clientcmd.WriteToFile(*cfg, s.Kubeconfig)
 }
 
-// freePorts returns n loopback TCP ports that were free a moment ago.
+// freePorts finds n free TCP ports on loopback below the kernel's
+// ephemeral range, where outgoing connections (the tests make thousands)
+// never take one between the check and the server's bind. Where the
+// range leaves no room below it, the kernel picks.
 func freePorts(n int) ([]int, error) {
 	var ls []net.Listener
 	defer func() {
@@ -456,14 +504,41 @@ func freePorts(n int) ([]int, error) {
 			l.Close()
 		}
 	}()
+	lo := ephemeralLow()
 	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for tries := 0; len(ports) < n; tries++ {
+		port := 0
+		if lo > minPort+1000 && tries < 100 {
+			port = minPort + mrand.IntN(lo-minPort)
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		if err != nil {
+			if port != 0 {
+				continue
+			}
 			return nil, fmt.Errorf("kubelocal: %w", err)
 		}
 		ls = append(ls, l)
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
+}
+
+// minPort is the lowest port freePorts picks: well above the ports
+// system services use.
+const minPort = 10000
+
+// ephemeralLow is the first port of the kernel's range for outgoing
+// connections; 0 if it cannot be read.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	lo, _ := strconv.Atoi(f[0])
+	return lo
 }

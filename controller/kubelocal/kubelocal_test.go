@@ -4,6 +4,9 @@ import (
 	"context"
 	"net"
 	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -86,5 +89,71 @@ func TestTwoIndependentClusters(t *testing.T) {
 	}
 	if _, err := os.Stat(s[0].dir); !os.IsNotExist(err) {
 		t.Errorf("state directory %s left behind", s[0].dir)
+	}
+}
+
+// TestStartTriesAgainWhenItsPortIsTaken takes the API server's port
+// between the moment Start finds it free and the server's bind, as
+// another process can: Start sees the clash in the log and starts both
+// processes again on other ports.
+func TestStartTriesAgainWhenItsPortIsTaken(t *testing.T) {
+	dir := t.TempDir()
+	var apiservers int
+	var held net.Listener
+	spawn := func(name, bin string, args ...string) (Process, error) {
+		short := strings.TrimPrefix(name, "clash-")
+		if short == "apiserver" {
+			apiservers++
+			if apiservers == 1 {
+				port := args[slices.Index(args, "--secure-port")+1]
+				l, err := net.Listen("tcp", "127.0.0.1:"+port)
+				if err != nil {
+					return nil, err
+				}
+				held = l
+			}
+		}
+		return startChild(filepath.Join(dir, short+".log"), bin, args...)
+	}
+	s := ForTest(t, Options{Name: "clash", Dir: dir, Spawn: spawn})[0]
+	if held == nil {
+		t.Fatal("the test never took the API server's port")
+	}
+	defer held.Close()
+	if apiservers != 2 {
+		t.Errorf("%d API servers started, want 2: one that found its port taken, one that runs", apiservers)
+	}
+	if strings.HasSuffix(s.URL, ":"+strconv.Itoa(held.Addr().(*net.TCPAddr).Port)) {
+		t.Errorf("the server is at %s, the port the test holds", s.URL)
+	}
+	c, err := s.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CoreV1().Namespaces().Get(context.Background(), "default", metav1.GetOptions{}); err != nil {
+		t.Errorf("the restarted server does not answer: %v", err)
+	}
+}
+
+// TestFreePortsAvoidTheEphemeralRange checks the ports freePorts gives
+// are distinct and below the range outgoing connections take theirs from.
+func TestFreePortsAvoidTheEphemeralRange(t *testing.T) {
+	lo := ephemeralLow()
+	if lo <= minPort+1000 {
+		t.Skipf("the ephemeral range starts at %d, leaving no room below it", lo)
+	}
+	for range 20 {
+		ports, err := freePorts(3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ports[0] == ports[1] || ports[1] == ports[2] || ports[0] == ports[2] {
+			t.Fatalf("ports %v are not distinct", ports)
+		}
+		for _, p := range ports {
+			if p < minPort || p >= lo {
+				t.Fatalf("port %d outside [%d, %d)", p, minPort, lo)
+			}
+		}
 	}
 }
