@@ -78,7 +78,11 @@
 // unknown_spi, replay, auth_failed, bad_padding, not_ip, ike_unhandled and
 // keepalive on receive; no_sa, seq_exhausted, tx_not_ip, no_tailroom and
 // keepalive_failed on send. A keepalive is expected traffic, not a fault: it
-// is listed because it is consumed without being delivered. Stats reports
+// is listed because it is consumed without being delivered. An IKE engine
+// given the transport as its DataPlane counts here too, through
+// CountIKEDrop, every IKE message it discards, as ike_<reason> (see
+// ike.DropReason): so every datagram sent at the port is either delivered,
+// advances IKE, or is counted. Stats reports
 // bytes, the last sequence number and the time of the last packet per
 // CHILD_SA.
 package esp

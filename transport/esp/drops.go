@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 
 	"github.com/snorkel-net/snorkel/transport"
+	"github.com/snorkel-net/snorkel/transport/esp/ike"
 )
 
 // reason is why a packet was not delivered or sent; the hot paths return
@@ -72,21 +73,42 @@ var reasonNames = [numReasons]string{
 
 func (r reason) String() string { return reasonNames[r] }
 
-// dropCounts holds a counter per peer and reason; row 0 is for datagrams
-// whose sender is unknown (transport.PeerAny), row p+1 for peer p.
-type dropCounts [][numReasons]atomic.Uint64
+// dropCounts holds a counter per peer and reason, the transport's and the
+// IKE engine's; row 0 is for datagrams whose sender is unknown
+// (transport.PeerAny), row p+1 for peer p.
+type dropCounts []dropRow
+
+type dropRow struct {
+	esp [numReasons]atomic.Uint64
+	ike [ike.NumDropReasons]atomic.Uint64
+}
 
 func newDropCounts(peers int) dropCounts { return make(dropCounts, peers+1) }
 
-func (d dropCounts) add(peer int, r reason, n uint64) { d[peer+1][r].Add(n) }
+func (d dropCounts) add(peer int, r reason, n uint64) { d[peer+1].esp[r].Add(n) }
 
-// snapshot lists the non-zero counters.
+// addIKE counts an IKE message the engine discarded; a peer out of range
+// counts as unknown.
+func (d dropCounts) addIKE(peer int, r ike.DropReason) {
+	if peer < transport.PeerAny || peer+1 >= len(d) {
+		peer = transport.PeerAny
+	}
+	d[peer+1].ike[r].Add(1)
+}
+
+// snapshot lists the non-zero counters; the engine's reasons are prefixed
+// "ike_".
 func (d dropCounts) snapshot() []transport.Drop {
 	var out []transport.Drop
 	for row := range d {
 		for r := dropTruncated; r < numReasons; r++ {
-			if n := d[row][r].Load(); n != 0 {
+			if n := d[row].esp[r].Load(); n != 0 {
 				out = append(out, transport.Drop{Peer: row - 1, Reason: r.String(), Count: n})
+			}
+		}
+		for r := range ike.NumDropReasons {
+			if n := d[row].ike[r].Load(); n != 0 {
+				out = append(out, transport.Drop{Peer: row - 1, Reason: "ike_" + r.String(), Count: n})
 			}
 		}
 	}

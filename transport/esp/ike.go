@@ -5,6 +5,7 @@ import (
 	"net/netip"
 
 	"github.com/snorkel-net/snorkel/transport"
+	"github.com/snorkel-net/snorkel/transport/esp/ike"
 )
 
 // SetIKEHandler sets h to be given every IKE message that arrives on the
@@ -43,3 +44,8 @@ func (t *Transport) SendIKE(to netip.AddrPort, msg []byte) error {
 	}
 	return nil
 }
+
+// CountIKEDrop counts an IKE message that the engine discarded, as
+// ike_<reason>, so that Drops lists everything thrown away on the port. It
+// implements ike.DropCounter.
+func (t *Transport) CountIKEDrop(peer int, r ike.DropReason) { t.drops.addIKE(peer, r) }

@@ -17,6 +17,7 @@ var (
 	_ transport.DropCounter = (*Transport)(nil)
 	_ ike.DataPlane         = (*Transport)(nil)
 	_ ike.Sender            = (*Transport)(nil)
+	_ ike.DropCounter       = (*Transport)(nil)
 )
 
 // Transport is an ESP-in-UDP tunnel to a fixed set of peers, keyed by IKE.

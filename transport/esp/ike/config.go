@@ -13,7 +13,8 @@ const (
 	DefaultDPDInterval       = 30 * time.Second
 	DefaultRetransmitTimeout = time.Second
 	DefaultRetransmitTries   = 5
-	DefaultCookieThreshold   = 10
+	DefaultCookieThreshold   = 30 // strongSwan's charon.cookie_threshold
+	DefaultHalfOpenLimit     = 1000
 )
 
 // minPSK is the shortest pre-shared key accepted: RFC 7296 §2.15 asks for
@@ -55,10 +56,17 @@ type Config struct {
 	// initiates to, a new IKE SA started. Zero means the defaults (1 s, 5).
 	RetransmitTimeout time.Duration
 	RetransmitTries   int
-	// CookieThreshold is the number of half-open IKE SAs from which new
-	// IKE_SA_INIT requests must return a cookie first (RFC 7296 §2.6).
-	// Zero means DefaultCookieThreshold.
+	// CookieThreshold is the number of half-open IKE SAs (answered
+	// IKE_SA_INIT, no IKE_AUTH yet) from which new IKE_SA_INIT requests
+	// must return a cookie first, which a sender of spoofed addresses
+	// never receives (RFC 7296 §2.6). Zero means DefaultCookieThreshold.
 	CookieThreshold int
+	// HalfOpenLimit is the most half-open IKE SAs kept; IKE_SA_INIT
+	// requests beyond it are dropped even with a valid cookie. It must
+	// exceed CookieThreshold. Zero means DefaultHalfOpenLimit. A half-open
+	// SA expires when the peer's IKE_AUTH could no longer arrive: after
+	// the sum of the retransmission timeouts (31 s by default).
+	HalfOpenLimit int
 	// Peers are the remote gateways; a peer's index here is ChildSA.Peer.
 	Peers []PeerConfig
 }
@@ -92,6 +100,7 @@ type settings struct {
 	retransmitTimeout time.Duration
 	retransmitTries   int
 	cookieThreshold   int
+	halfOpenLimit     int
 	peers             []peerSettings
 }
 
@@ -120,6 +129,7 @@ func (c Config) validate() (settings, error) {
 		retransmitTimeout: orDefault(c.RetransmitTimeout, DefaultRetransmitTimeout),
 		retransmitTries:   orDefault(c.RetransmitTries, DefaultRetransmitTries),
 		cookieThreshold:   orDefault(c.CookieThreshold, DefaultCookieThreshold),
+		halfOpenLimit:     orDefault(c.HalfOpenLimit, DefaultHalfOpenLimit),
 	}
 	id, err := parseIdentity(c.LocalID)
 	if err != nil {
@@ -152,8 +162,11 @@ func (c Config) validate() (settings, error) {
 	if s.jitter >= min(s.ikeRekey, s.childRekey) {
 		return s, fmt.Errorf("ike: RekeyJitter %v: not shorter than the rekey times; make it at most a fraction of IKERekeyTime and ChildRekeyTime", s.jitter)
 	}
-	if c.RetransmitTries < 0 || c.CookieThreshold < 0 {
-		return s, fmt.Errorf("ike: RetransmitTries %d, CookieThreshold %d: negative; use a positive count or 0 for the default", c.RetransmitTries, c.CookieThreshold)
+	if c.RetransmitTries < 0 || c.CookieThreshold < 0 || c.HalfOpenLimit < 0 {
+		return s, fmt.Errorf("ike: RetransmitTries %d, CookieThreshold %d, HalfOpenLimit %d: negative; use a positive count or 0 for the default", c.RetransmitTries, c.CookieThreshold, c.HalfOpenLimit)
+	}
+	if s.halfOpenLimit <= s.cookieThreshold {
+		return s, fmt.Errorf("ike: HalfOpenLimit %d: not above CookieThreshold %d, so cookies would never engage; raise HalfOpenLimit or lower CookieThreshold", s.halfOpenLimit, s.cookieThreshold)
 	}
 	if len(c.Peers) == 0 {
 		return s, fmt.Errorf("ike: Peers: empty; configure at least one remote gateway")

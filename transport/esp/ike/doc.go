@@ -10,8 +10,12 @@
 // messages through a Sender. The engine always claims to be behind a NAT so
 // that peers encapsulate ESP in UDP, the only form the data plane speaks.
 // Peers are known by address: an IKE_SA_INIT from any other is dropped
-// before any work is done, and past a number of half-open SAs even known
-// addresses must return a cookie first (RFC 7296 §2.6).
+// before any work is done; past CookieThreshold half-open SAs even known
+// addresses must return a cookie first, which costs the engine an HMAC and
+// no state (RFC 7296 §2.6); past HalfOpenLimit none is answered; and a
+// half-open SA expires once its IKE_AUTH could no longer arrive. Every
+// message discarded is counted by reason (DropReason) through the
+// DataPlane, if it is a DropCounter, and not logged.
 //
 // Concurrency: Receive may be called from any goroutine; it copies the
 // message and queues it for Run, which owns all IKE state and is the only

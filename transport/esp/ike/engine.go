@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"log/slog"
 	mrand "math/rand/v2"
@@ -32,6 +33,7 @@ type Engine struct {
 	cfg   settings
 	dp    DataPlane
 	out   Sender
+	drops DropCounter // dp, if it counts drops; else nil
 	log   *slog.Logger
 	inbox chan inbound
 
@@ -84,6 +86,7 @@ func NewEngine(cfg Config, dp DataPlane, out Sender, log *slog.Logger) (*Engine,
 		sas:   map[uint64]*ikeSA{},
 		spis:  map[uint32]bool{},
 	}
+	e.drops, _ = dp.(DropCounter)
 	for i, ps := range s.peers {
 		e.peers = append(e.peers, &peer{idx: i, cfg: ps, name: fmt.Sprintf("peer %v", ps.endpoint)})
 	}
@@ -93,14 +96,18 @@ func NewEngine(cfg Config, dp DataPlane, out Sender, log *slog.Logger) (*Engine,
 
 // Receive takes one IKE message (without the non-ESP marker) that arrived
 // from from. msg is copied; it may be reused when Receive returns. Messages
-// that Run has not caught up with beyond a small queue are dropped.
+// that Run has not caught up with beyond a small queue are dropped, and
+// counted.
 func (e *Engine) Receive(from netip.AddrPort, msg []byte) {
+	from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
 	if len(msg) > maxMessage {
+		e.dropped(e.peerByAddr(from.Addr()), DropOversize)
 		return
 	}
 	select {
-	case e.inbox <- inbound{from: netip.AddrPortFrom(from.Addr().Unmap(), from.Port()), msg: clone(msg)}:
+	case e.inbox <- inbound{from: from, msg: clone(msg)}:
 	default:
+		e.dropped(e.peerByAddr(from.Addr()), DropQueueFull)
 	}
 }
 
@@ -150,56 +157,83 @@ func (e *Engine) shutdown(now time.Time) {
 	e.publish()
 }
 
-// handle processes one received message.
+// handle processes one received message; what it discards is counted.
 func (e *Engine) handle(from netip.AddrPort, b []byte, now time.Time) {
 	e.now = now
 	defer e.publish()
+	if r := e.receive(from, b); r != accepted {
+		p := e.peerByAddr(from.Addr())
+		if sa := e.sas[localSPIOf(b)]; sa != nil {
+			p = sa.p
+		}
+		e.dropped(p, r)
+	}
+}
+
+// accepted is the outcome of a message that set up or advanced state.
+const accepted = NumDropReasons
+
+// receive handles one message and says why it was discarded, or accepted.
+func (e *Engine) receive(from netip.AddrPort, b []byte) DropReason {
+	switch {
+	case len(b) < headerLen:
+		return DropTruncated
+	case b[17]>>4 != 2:
+		return DropBadVersion
+	}
 	m, err := parseMessage(b)
 	if err != nil {
 		if typ, ok := unsupportedCritical(err); ok && m.exchange == exchIKESAInit && !m.isResponse() && e.peerByAddr(from.Addr()) != nil {
 			e.sendNotify(from, m, notifyUnsupportedCriticalPayload, []byte{typ})
+			return DropUnsupportedCritical
 		}
-		e.log.Debug("ike: dropping a malformed message", "from", from, "err", err)
-		return
+		return DropMalformed
 	}
 	if m.exchange == exchIKESAInit && !m.isResponse() {
-		e.initRequest(from, m, b)
-		return
+		return e.initRequest(from, m, b)
 	}
-	local, remote := m.spiI, m.spiR
-	if m.fromInitiator() {
-		local, remote = m.spiR, m.spiI
-	}
-	sa := e.sas[local]
+	sa := e.sas[localSPIOf(b)]
 	if sa == nil {
-		e.log.Debug("ike: dropping a message for an unknown IKE SA", "from", from, "exchange", m.exchange)
-		return
+		return DropUnknownIKESPI
 	}
 	if m.exchange == exchIKESAInit {
-		if sa.state == saInitSent && m.id == 0 && sa.req != nil {
-			e.initResponse(sa, from, m, b)
+		if sa.state != saInitSent || m.id != 0 || sa.req == nil {
+			return DropUnexpectedID
 		}
-		return
+		return e.initResponse(sa, from, m, b)
 	}
-	if sa.in == nil || remote != sa.remoteSPI() || m.fromInitiator() == sa.initiator {
-		e.log.Debug("ike: dropping a message that does not fit its IKE SA", "from", from, "exchange", m.exchange)
-		return
+	if sa.in == nil || m.remoteSPI() != sa.remoteSPI() || m.fromInitiator() == sa.initiator {
+		return DropSAMismatch
 	}
 	if err := openSK(b, m, sa.in); err != nil {
 		if typ, ok := unsupportedCritical(err); ok && !m.isResponse() && m.id == sa.peerID {
 			e.respond(sa, from, m, []payload{&notifyPayload{typ: notifyUnsupportedCriticalPayload, data: []byte{typ}}})
-			return
+			return DropUnsupportedCritical
 		}
-		e.log.Debug("ike: dropping a message that does not decrypt", "peer", sa.p.name, "err", err)
-		return
+		if errors.Is(err, errIntegrity) {
+			return DropIntegrity
+		}
+		return DropMalformed
 	}
-	sa.lastRecv = now
+	sa.lastRecv = e.now
 	sa.remote = from
 	if m.isResponse() {
-		e.response(sa, m)
-		return
+		return e.response(sa, m)
 	}
-	e.request(sa, from, m)
+	return e.request(sa, from, m)
+}
+
+// localSPIOf is the SPI this side chose for the IKE SA of the message b,
+// which is at least a header long: the responder's if the initiator sent
+// it, else the initiator's (RFC 7296 §3.1).
+func localSPIOf(b []byte) uint64 {
+	if len(b) < headerLen {
+		return 0
+	}
+	if b[19]&flagInitiator != 0 {
+		return binary.BigEndian.Uint64(b[8:])
+	}
+	return binary.BigEndian.Uint64(b)
 }
 
 // tick runs the timers that are due at now and returns when the next one is.

@@ -73,12 +73,15 @@ func natDetection(spiI, spiR uint64, dst netip.AddrPort) []payload {
 }
 
 // initResponse handles the answer to our IKE_SA_INIT.
-func (e *Engine) initResponse(sa *ikeSA, from netip.AddrPort, m *message, b []byte) {
+// A COOKIE request (RFC 7296 §2.6) is answered by sending IKE_SA_INIT
+// again with the same nonce, SPI and key exchange and the cookie as the
+// first payload.
+func (e *Engine) initResponse(sa *ikeSA, from netip.AddrPort, m *message, b []byte) DropReason {
 	p := sa.p
 	if n := notify(m.payloads, notifyCookie); n != nil && len(n.data) > 0 && len(n.data) <= 64 {
 		if sa.cookies >= maxCookies {
 			e.fail(p, "IKE_SA_INIT: the peer keeps asking for a cookie")
-			return
+			return accepted
 		}
 		sa.cookies++
 		sa.req = nil
@@ -86,36 +89,35 @@ func (e *Engine) initResponse(sa *ikeSA, from netip.AddrPort, m *message, b []by
 		if err := e.sendInit(sa, sa.suite.dh); err != nil {
 			e.fail(p, err.Error())
 		}
-		return
+		return accepted
 	}
 	if n := notify(m.payloads, notifyInvalidKEPayload); n != nil {
 		e.invalidKE(sa, n)
-		return
+		return accepted
 	}
 	if n := errorNotify(m.payloads); n != nil {
 		e.fail(p, "IKE_SA_INIT refused: "+notifyName(n.typ)+hint(n.typ))
-		return
+		return accepted
 	}
 	sap, ok1 := first[*saPayload](m.payloads)
 	ke, ok2 := first[*kePayload](m.payloads)
 	nonce, ok3 := first[*noncePayload](m.payloads)
 	if !ok1 || !ok2 || !ok3 || m.spiR == 0 {
-		e.log.Debug("ike: dropping an IKE_SA_INIT response without SA, KE, Nonce or SPI", "peer", p.name)
-		return
+		return DropMalformed
 	}
 	if len(sap.proposals) != 1 || !single(sap.proposals[0]) {
 		e.fail(p, "IKE_SA_INIT: the peer answered with more than one proposal or transform")
-		return
+		return accepted
 	}
 	sel, ok := choose(sap.proposals, e.cfg.ike, sa.suite.dh)
 	if !ok || ke.group != sa.suite.dh {
 		e.fail(p, "IKE_SA_INIT: the peer chose a proposal that was not offered")
-		return
+		return accepted
 	}
 	shared, err := sa.dh.shared(ke.data)
 	if err != nil {
 		e.fail(p, "IKE_SA_INIT: "+err.Error())
-		return
+		return accepted
 	}
 	sa.req, sa.dh = nil, nil
 	sa.spiR, sa.nr, sa.suite = m.spiR, nonce.data, sel.ikeSuite()
@@ -124,9 +126,10 @@ func (e *Engine) initResponse(sa *ikeSA, from netip.AddrPort, m *message, b []by
 	sa.lastRecv = e.now
 	if err := sa.setKeys(deriveIKEKeys(sa.suite, skeyseed(nil, shared, sa.ni, sa.nr), sa.ni, sa.nr, sa.spiI, sa.spiR)); err != nil {
 		e.fail(p, "IKE_SA_INIT: "+err.Error())
-		return
+		return accepted
 	}
 	e.sendAuth(sa)
+	return accepted
 }
 
 // invalidKE retries IKE_SA_INIT with the group the responder asks for, if
@@ -163,19 +166,23 @@ func (e *Engine) offersGroup(g uint16) bool {
 
 // initRequest answers an IKE_SA_INIT request: with a cookie request when
 // too many SAs are half open, INVALID_KE_PAYLOAD or NO_PROPOSAL_CHOSEN when
-// the offer does not fit, otherwise with our half of the exchange.
-func (e *Engine) initRequest(from netip.AddrPort, m *message, b []byte) {
+// the offer does not fit, otherwise with our half of the exchange. Nothing
+// costly (no Diffie-Hellman, no state) is spent on a request before its
+// cookie, when one is required, checks (RFC 7296 §2.6).
+func (e *Engine) initRequest(from netip.AddrPort, m *message, b []byte) DropReason {
 	p := e.peerByAddr(from.Addr())
-	if p == nil || m.spiR != 0 || m.id != 0 || m.spiI == 0 {
-		e.log.Debug("ike: dropping an IKE_SA_INIT request from an unknown peer", "from", from)
-		return
+	if p == nil {
+		return DropUnknownPeer
+	}
+	if m.spiR != 0 || m.id != 0 || m.spiI == 0 {
+		return DropMalformed
 	}
 	for _, sa := range e.sas {
 		if sa.p == p && !sa.initiator && sa.spiI == m.spiI && sa.remote == from {
 			if sa.state == saHalfOpen && bytes.Equal(sa.initMsgI, b) {
-				e.send(from, sa.initMsgR) // a retransmission
+				e.send(from, sa.initMsgR)
 			}
-			return
+			return DropRetransmit
 		}
 	}
 	sap, ok1 := first[*saPayload](m.payloads)
@@ -183,38 +190,46 @@ func (e *Engine) initRequest(from netip.AddrPort, m *message, b []byte) {
 	nonce, ok3 := first[*noncePayload](m.payloads)
 	if !ok1 || !ok2 || !ok3 {
 		e.sendNotify(from, m, notifyInvalidSyntax, nil)
-		return
+		return DropMalformed
 	}
-	if e.halfOpen() >= e.cfg.cookieThreshold {
-		want := e.cookie.make(e.now, nonce.data, from, m.spiI)
-		if n, ok := m.payloads[0].(*notifyPayload); !ok || n.typ != notifyCookie || !e.cookie.valid(n.data, nonce.data, from, m.spiI) {
-			e.sendNotify(from, m, notifyCookie, want)
-			return
+	halfOpen := e.halfOpen()
+	if halfOpen >= e.cfg.cookieThreshold {
+		n, ok := m.payloads[0].(*notifyPayload)
+		if !ok || n.typ != notifyCookie {
+			e.sendNotify(from, m, notifyCookie, e.cookie.make(e.now, nonce.data, from, m.spiI))
+			return DropCookieRequired
+		}
+		if !e.cookie.valid(e.now, n.data, nonce.data, from, m.spiI) {
+			e.sendNotify(from, m, notifyCookie, e.cookie.make(e.now, nonce.data, from, m.spiI))
+			return DropInvalidCookie
 		}
 	}
+	if halfOpen >= e.cfg.halfOpenLimit {
+		return DropHalfOpenLimit
+	}
 	if !e.resolveSimultaneous(p, nonce.data) {
-		return
+		return DropSimultaneous
 	}
 	sel, ok := choose(sap.proposals, e.cfg.ike, ke.group)
 	if !ok {
 		if other, ok := choose(sap.proposals, e.cfg.ike, 0); ok {
+			// Not logged: anyone can send this from a peer's address;
+			// the initiator logs the group it is asked for.
 			g := other.algs[transDH].id
-			e.log.Info("ike: asking the peer for another Diffie-Hellman group", "peer", p.name, "offered", dhName(ke.group), "wanted", dhName(g))
 			e.sendNotify(from, m, notifyInvalidKEPayload, binary.BigEndian.AppendUint16(nil, g))
-			return
+			return DropNoProposal
 		}
 		e.report(p, "IKE_SA_INIT: NO_PROPOSAL_CHOSEN sent: the peer's IKE proposals match none of IKEProposals ("+e.ikeNames()+")")
 		e.sendNotify(from, m, notifyNoProposalChosen, nil)
-		return
+		return DropNoProposal
 	}
 	k, err := newDH(ke.group)
 	if err != nil {
-		return
+		return DropBadKE
 	}
 	shared, err := k.shared(ke.data)
 	if err != nil {
-		e.log.Debug("ike: dropping IKE_SA_INIT with a bad key exchange", "peer", p.name, "err", err)
-		return
+		return DropBadKE
 	}
 	sa := e.newSA(p, false, m.spiI)
 	sa.state, sa.remote = saHalfOpen, from
@@ -229,9 +244,10 @@ func (e *Engine) initRequest(from netip.AddrPort, m *message, b []byte) {
 	sa.peerID = 1
 	if err := sa.setKeys(deriveIKEKeys(sa.suite, skeyseed(nil, shared, sa.ni, sa.nr), sa.ni, sa.nr, sa.spiI, sa.spiR)); err != nil {
 		e.removeSA(sa)
-		return
+		return DropNoProposal
 	}
 	e.send(from, sa.initMsgR)
+	return accepted
 }
 
 // resolveSimultaneous decides between our IKE_SA_INIT to p, if one is under

@@ -26,6 +26,14 @@ type message struct {
 func (m *message) isResponse() bool    { return m.flags&flagResponse != 0 }
 func (m *message) fromInitiator() bool { return m.flags&flagInitiator != 0 }
 
+// remoteSPI is the SPI that the sender of m chose.
+func (m *message) remoteSPI() uint64 {
+	if m.fromInitiator() {
+		return m.spiI
+	}
+	return m.spiR
+}
+
 // parseMessage parses the header and the unencrypted payload chain of b.
 // It keeps no reference to b. When the header parses and a payload does
 // not, it returns the message without payloads and the error, so that the

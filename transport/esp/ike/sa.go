@@ -163,31 +163,30 @@ func (e *Engine) next(sa *ikeSA) {
 }
 
 // response hands the answer m to the request of sa awaiting it.
-func (e *Engine) response(sa *ikeSA, m *message) {
+func (e *Engine) response(sa *ikeSA, m *message) DropReason {
 	r := sa.req
 	if r == nil || r.id != m.id || r.exchange != m.exchange {
-		e.log.Debug("ike: dropping an unexpected response", "peer", sa.p.name, "id", m.id)
-		return
+		return DropUnexpectedID
 	}
 	sa.req = nil
 	r.onReply(m.payloads)
 	if e.sas[sa.localSPI()] == sa {
 		e.next(sa)
 	}
+	return accepted
 }
 
 // request handles the peer's request m on sa: a new one is answered, the
 // last one again gets the answer already sent (RFC 7296 §2.1), any other is
 // dropped.
-func (e *Engine) request(sa *ikeSA, from netip.AddrPort, m *message) {
+func (e *Engine) request(sa *ikeSA, from netip.AddrPort, m *message) DropReason {
 	switch {
 	case m.id == sa.peerID:
 	case m.id+1 == sa.peerID && sa.lastResp != nil:
 		e.send(from, sa.lastResp)
-		return
+		return DropRetransmit
 	default:
-		e.log.Debug("ike: dropping a request out of the window", "peer", sa.p.name, "id", m.id, "want", sa.peerID)
-		return
+		return DropUnexpectedID
 	}
 	var (
 		resp  []payload
@@ -201,8 +200,7 @@ func (e *Engine) request(sa *ikeSA, from netip.AddrPort, m *message) {
 	case exchInformational:
 		resp, after = e.informationalRequest(sa, m)
 	default:
-		e.log.Debug("ike: dropping a request of an unknown exchange", "peer", sa.p.name, "exchange", m.exchange)
-		return
+		return DropBadExchange
 	}
 	e.respond(sa, from, m, resp)
 	if after != nil {
@@ -211,6 +209,7 @@ func (e *Engine) request(sa *ikeSA, from netip.AddrPort, m *message) {
 	if e.sas[sa.localSPI()] == sa {
 		e.next(sa)
 	}
+	return accepted
 }
 
 // respond sends the answer to request m and keeps it for retransmission.
