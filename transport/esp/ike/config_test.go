@@ -22,6 +22,9 @@ func TestConfigValidation(t *testing.T) {
 		{"a negative duration", func(c *Config) { c.DPDInterval = -time.Second }, "ike: DPDInterval -1s: negative"},
 		{"jitter as long as a rekey time", func(c *Config) { c.ChildRekeyTime, c.RekeyJitter = time.Minute, time.Minute }, "ike: RekeyJitter 1m0s"},
 		{"negative tries", func(c *Config) { c.RetransmitTries = -1 }, "ike: RetransmitTries -1"},
+		{"negative half-open limit", func(c *Config) { c.HalfOpenLimit = -1 }, "HalfOpenLimit -1: negative"},
+		{"half-open limit at the cookie threshold", func(c *Config) { c.CookieThreshold, c.HalfOpenLimit = 50, 50 }, "ike: HalfOpenLimit 50: not above CookieThreshold 50"},
+		{"cookie threshold above the default limit", func(c *Config) { c.CookieThreshold = DefaultHalfOpenLimit }, "raise HalfOpenLimit or lower CookieThreshold"},
 		{"no peers", func(c *Config) { c.Peers = nil }, "ike: Peers: empty"},
 		{"no endpoint", func(c *Config) { c.Peers[0].Endpoint = netip.AddrPort{} }, "ike: Peers[0].Endpoint invalid AddrPort: want the peer's unicast address"},
 		{"a multicast endpoint", func(c *Config) { c.Peers[0].Endpoint = netip.MustParseAddrPort("224.0.0.1:4500") }, "ike: Peers[0].Endpoint"},
@@ -62,7 +65,7 @@ func TestConfigDefaults(t *testing.T) {
 		t.Fatalf("endpoint %v, want the mapped address unmapped and port 4500", s.peers[0].endpoint)
 	}
 	if s.ikeRekey != DefaultIKERekeyTime || s.childRekey != DefaultChildRekeyTime || s.jitter != DefaultChildRekeyTime/10 ||
-		s.cookieThreshold != DefaultCookieThreshold || len(s.ike) != len(DefaultIKEProposals) || len(s.esp) != len(DefaultESPProposals) {
+		s.cookieThreshold != DefaultCookieThreshold || s.halfOpenLimit != DefaultHalfOpenLimit || len(s.ike) != len(DefaultIKEProposals) || len(s.esp) != len(DefaultESPProposals) {
 		t.Fatalf("defaults not applied: %+v", s)
 	}
 }

@@ -178,6 +178,9 @@ func TestCookiesWhenHalfOpenSAsReachTheThreshold(t *testing.T) {
 	if ans, _ := parseMessage(n.queue[0].msg); notify(ans.payloads, notifyCookie) == nil {
 		t.Fatal("a forged cookie is not answered with a fresh cookie")
 	}
+	if d, _ := dpB.dropped(); d[DropCookieRequired] != 1 || d[DropInvalidCookie] != 1 {
+		t.Fatalf("drops %v; want A's first request as cookie_required and the forgery as invalid_cookie", d)
+	}
 }
 
 func TestRetransmission(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"slices"
 	"sync"
@@ -34,6 +35,7 @@ type fakeDP struct {
 	events   []string           // "install <in>", "delete <in>", in order
 	installs []ChildSA
 	stats    map[uint32]SAStats
+	drops    map[DropReason]int
 }
 
 func newFakeDP() *fakeDP {
@@ -309,4 +311,25 @@ func mirrored(t *testing.T, a, b ChildSA) {
 
 func keysEqual(a, b Keys) bool {
 	return bytes.Equal(a.Encr, b.Encr) && bytes.Equal(a.Integ, b.Integ)
+}
+
+// CountIKEDrop makes fakeDP a DropCounter.
+func (d *fakeDP) CountIKEDrop(peer int, r DropReason) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.drops == nil {
+		d.drops = map[DropReason]int{}
+	}
+	d.drops[r]++
+}
+
+// dropped returns the drops counted so far, by reason, and their sum.
+func (d *fakeDP) dropped() (map[DropReason]int, int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	sum := 0
+	for _, n := range d.drops {
+		sum += n
+	}
+	return maps.Clone(d.drops), sum
 }
