@@ -587,6 +587,22 @@ func TestStrongSwanInterop(t *testing.T) {
 			waitFor(t, "strongSwan to delete the SAs", func() bool { return l.listSAs().spiI == "" })
 		})
 	}
+	t.Run("strongswan initiates while snorkel asks for cookies", func(t *testing.T) {
+		l.t = t
+		l.configure("aes256gcm16-prfsha256-x25519", "aes256gcm16", swanPSK)
+		g := l.startGo(nil)
+		// A threshold of zero half-open SAs: every IKE_SA_INIT must return
+		// a cookie first, as under a flood (RFC 7296 §2.6).
+		g.do <- func() { g.e.cfg.cookieThreshold = 0 }
+		l.swanctl("--initiate", "--child", "net", "--timeout", swanctlTimeout)
+		waitFor(t, "the IKE SA", func() bool { return g.status().State == StateEstablished })
+		l.checkChild(g, false)
+		if d, _ := g.dp.dropped(); d[DropCookieRequired] != 1 {
+			t.Fatalf("drops %v; want one IKE_SA_INIT without a cookie, then charon's retry with it", d)
+		}
+		g.close()
+		waitFor(t, "strongSwan to delete the SAs", func() bool { return l.listSAs().spiI == "" })
+	})
 	t.Run("rekeys", func(t *testing.T) {
 		l.t = t
 		l.configure("aes256gcm16-prfsha256-x25519", "aes256gcm16", swanPSK)
