@@ -35,8 +35,10 @@ type flow struct {
 	// created is the second the flow began; while the slot is free, it
 	// holds the next free slot instead.
 	created uint32
-	seen    atomic.Uint32
-	state   atomic.Uint64 // sequence << 32 | state word
+	// owner is the id of the flow's source in Engine.shares.
+	owner uint32
+	seen  atomic.Uint32
+	state atomic.Uint64 // sequence << 32 | state word
 }
 
 // seq returns the flow's sequence number: odd while it is linked.

@@ -14,11 +14,23 @@ import (
 type Config struct {
 	// MaxFlows bounds the connection-tracking table; default 1<<20.
 	MaxFlows int
+	// MaxFlowsPerSource bounds the flows one source may hold: a local
+	// address for the flows it starts, a remote cluster for the flows it
+	// starts through ingress rules (shares.go). Default MaxFlows/8, at
+	// least 1. A source at its bound has its new flows refused
+	// (DropSourceLimit), so the bound is generous: it only has to leave
+	// the rest of the table to everyone else.
+	MaxFlowsPerSource int
 	// Timeouts are the idle timeouts; zero fields take the defaults.
 	Timeouts Timeouts
 	// MaxFragments bounds the first-fragment mappings kept for the
 	// fragments that follow; default 4096.
 	MaxFragments int
+	// MaxFragmentsPerSource bounds the mappings one source may hold;
+	// default MaxFragments/16, at least 1. A source at its bound gives up
+	// its own oldest mapping for a new one, so a small bound costs a busy
+	// source only tolerance for late fragments.
+	MaxFragmentsPerSource int
 	// Now is the clock, read on every packet; the engine keeps time in
 	// whole seconds. The default is a coarse clock that one background
 	// goroutine advances every 100 ms, read with an atomic load.
@@ -66,10 +78,12 @@ type Engine struct {
 	// mu serialises every change to the table's structure: creating,
 	// expiring, evicting and retiring flows, the wheel, the eviction ring
 	// and the UDP mappings.
-	mu    sync.Mutex
-	wheel *wheel
-	evict *ring
-	binds *bindings
+	mu        sync.Mutex
+	wheel     *wheel
+	evict     *ring
+	binds     *bindings
+	share     *shares
+	perSource uint32 // Config.MaxFlowsPerSource
 }
 
 // New returns an engine that translates nothing until SetRules gives it
@@ -87,6 +101,18 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.MaxFragments < 1 || cfg.MaxFragments > maxFlowsLimit {
 		return nil, fmt.Errorf("natengine: Config.MaxFragments %d is out of range; use 1 to %d, or 0 for %d", cfg.MaxFragments, maxFlowsLimit, DefaultMaxFragments)
 	}
+	if cfg.MaxFlowsPerSource == 0 {
+		cfg.MaxFlowsPerSource = max(cfg.MaxFlows/8, 1)
+	}
+	if cfg.MaxFlowsPerSource < 1 || cfg.MaxFlowsPerSource > cfg.MaxFlows {
+		return nil, fmt.Errorf("natengine: Config.MaxFlowsPerSource %d is out of range; use 1 to MaxFlows (%d), or 0 for MaxFlows/8", cfg.MaxFlowsPerSource, cfg.MaxFlows)
+	}
+	if cfg.MaxFragmentsPerSource == 0 {
+		cfg.MaxFragmentsPerSource = max(cfg.MaxFragments/16, 1)
+	}
+	if cfg.MaxFragmentsPerSource < 1 || cfg.MaxFragmentsPerSource > cfg.MaxFragments {
+		return nil, fmt.Errorf("natengine: Config.MaxFragmentsPerSource %d is out of range; use 1 to MaxFragments (%d), or 0 for MaxFragments/16", cfg.MaxFragmentsPerSource, cfg.MaxFragments)
+	}
 	to, err := cfg.Timeouts.withDefaults().compile()
 	if err != nil {
 		return nil, err
@@ -95,12 +121,14 @@ func New(cfg Config) (*Engine, error) {
 		cfg.Rand = rand.Uint32
 	}
 	e := &Engine{
-		frags: newFragments(cfg.MaxFragments),
-		to:    to,
-		now:   cfg.Now,
-		rand:  cfg.Rand,
-		evict: newRing(min(cfg.MaxFlows, evictRing)),
-		binds: newBindings(),
+		frags:     newFragments(cfg.MaxFragments, cfg.MaxFragmentsPerSource),
+		to:        to,
+		now:       cfg.Now,
+		rand:      cfg.Rand,
+		evict:     newRing(min(cfg.MaxFlows, evictRing)),
+		binds:     newBindings(),
+		share:     newShares(),
+		perSource: uint32(cfg.MaxFlowsPerSource),
 	}
 	// Second 0 of the engine's clock is a second before New, so that a
 	// flow's timestamps are never zero and a clock read just before New
@@ -218,8 +246,8 @@ func (e *Engine) Egress(remote int, b []byte, p *packet.Parsed) bool {
 			return e.drop(r)
 		}
 	}
-	if p.MoreFragments && !e.frags.record(p, g, now) {
-		return e.drop(DropFragmentsFull)
+	if p.MoreFragments {
+		e.frags.record(p, localSource(&p.Src), g, now, &e.stats)
 	}
 	packet.SetSrc(b, p, g, gp)
 	return true
@@ -252,12 +280,12 @@ func (e *Engine) Ingress(remote int, b []byte, p *packet.Parsed) bool {
 		l, lp = v.local, v.lport
 	} else {
 		var r DropReason
-		if l, lp, r = e.newIngress(&k, p, now); r != dropNone {
+		if l, lp, r = e.newIngress(&k, s.remoteSource(remote), p, now); r != dropNone {
 			return e.drop(r)
 		}
 	}
-	if p.MoreFragments && !e.frags.record(p, l, now) {
-		return e.drop(DropFragmentsFull)
+	if p.MoreFragments {
+		e.frags.record(p, s.remoteSource(remote), l, now, &e.stats)
 	}
 	packet.SetDst(b, p, l, lp)
 	return true
@@ -345,7 +373,8 @@ func (e *Engine) newEgress(k *key, p *packet.Parsed, now uint32) ([16]byte, uint
 	if !ok {
 		return [16]byte{}, 0, DropNoRule
 	}
-	if r := e.makeRoom(now); r != dropNone {
+	src := localSource(&k.a)
+	if r := e.admit(src, now); r != dropNone {
 		return [16]byte{}, 0, r
 	}
 	c := flow{local: k.a, lport: k.ap, remote: k.b, rport: k.bp, global: g, proto: k.proto}
@@ -355,6 +384,7 @@ func (e *Engine) newEgress(k *key, p *packet.Parsed, now uint32) ([16]byte, uint
 		return [16]byte{}, 0, DropPoolExhausted
 	}
 	c.gport = gp
+	c.owner = e.share.hold(src)
 	e.insert(&c, p, now)
 	if c.proto == protoUDP {
 		e.binds.hold(endpoint{c.local, c.lport}, endpoint{c.global, gp})
@@ -362,9 +392,9 @@ func (e *Engine) newEgress(k *key, p *packet.Parsed, now uint32) ([16]byte, uint
 	return c.global, gp, dropNone
 }
 
-// newIngress creates the inbound flow of ingress packet p (key k) from an
-// ingress rule and returns its local address and port.
-func (e *Engine) newIngress(k *key, p *packet.Parsed, now uint32) ([16]byte, uint16, DropReason) {
+// newIngress creates the inbound flow of ingress packet p (key k), from
+// source src, from an ingress rule and returns its local address and port.
+func (e *Engine) newIngress(k *key, src source, p *packet.Parsed, now uint32) ([16]byte, uint16, DropReason) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	// Another goroutine may have created the flow since the lookup.
@@ -387,9 +417,10 @@ func (e *Engine) newIngress(k *key, p *packet.Parsed, now uint32) ([16]byte, uin
 	if i, _ := e.t.find(&ek); i != 0 {
 		return [16]byte{}, 0, DropConflict
 	}
-	if r := e.makeRoom(now); r != dropNone {
+	if r := e.admit(src, now); r != dropNone {
 		return [16]byte{}, 0, r
 	}
+	c.owner = e.share.hold(src)
 	e.insert(&c, p, now)
 	return c.local, c.lport, dropNone
 }
@@ -413,6 +444,7 @@ func (e *Engine) insert(c *flow, p *packet.Parsed, now uint32) uint32 {
 	f.local, f.global, f.remote = c.local, c.global, c.remote
 	f.lport, f.gport, f.rport = c.lport, c.gport, c.rport
 	f.proto, f.kind = c.proto, c.kind
+	f.owner = c.owner
 	f.created = now
 	f.seen.Store(now)
 	st := advance(initialState(c.proto), c.proto, false, p.TCPFlags)
@@ -431,14 +463,23 @@ func (e *Engine) remove(i uint32) {
 	if f.proto == protoUDP && f.kind&kindInbound == 0 {
 		e.binds.release(endpoint{f.local, f.lport})
 	}
+	e.share.release(f.owner)
 	e.t.unlink(i)
 	e.live.Add(-1)
 }
 
-// makeRoom ensures the table can take one more flow: at MaxFlows it removes
-// the expired flows, then evicts the oldest remembered flow that never saw a
-// reply. A flow that has seen a reply is never evicted. Under e.mu.
-func (e *Engine) makeRoom(now uint32) DropReason {
+// admit decides whether source src may create one more flow, making room
+// for it if the table is at MaxFlows. A source at its share is refused
+// before anything is evicted, so no flow ever leaves to make room for a
+// source over its share. Otherwise the expired flows go first, then the
+// oldest remembered flow that never saw a reply (nobody is waiting on it),
+// then, by fairShare, a flow of a source that holds more than src. An
+// established TCP flow is never evicted. Under e.mu.
+func (e *Engine) admit(src source, now uint32) DropReason {
+	n := e.share.count(src)
+	if n >= e.perSource {
+		return DropSourceLimit
+	}
 	if e.live.Load() < int64(e.t.max) {
 		return dropNone
 	}
@@ -446,15 +487,50 @@ func (e *Engine) makeRoom(now uint32) DropReason {
 	for e.live.Load() >= int64(e.t.max) {
 		r, ok := e.evict.pop()
 		if !ok {
-			return DropTableFull
+			return e.fairShare(n)
 		}
 		f := e.t.flow(r.idx)
 		if f.seq() != r.seq || f.st()&stReplied != 0 {
 			continue
 		}
 		e.remove(r.idx)
-		e.stats.evicted.Add(1)
+		e.stats.evictions[EvictUnreplied].Add(1)
 	}
+	return dropNone
+}
+
+// fairSamples is how many flows fairShare looks at: enough that a table in
+// which a tenth of the flows could go yields one with probability
+// 1-0.9^16 > 80%, few enough to keep flow setup in a full table short.
+const fairSamples = 16
+
+// fairShare evicts, for a source holding n flows, a flow that is not an
+// established TCP connection of a source holding at least n+2: the move
+// leaves the two no further apart than before, so eviction only ever
+// evens the table out and never takes from a lighter source. Among the
+// flows sampled at random it takes one of the heaviest source, the least
+// recently seen of those. Sampling keeps the cost constant where an exact
+// least-recently-used order would cost every packet a list update. Under
+// e.mu, with the table full, so every slot sampled is linked.
+func (e *Engine) fairShare(n uint32) DropReason {
+	var best, bestN, bestSeen uint32
+	for range fairSamples {
+		i := 1 + e.rand()%e.t.used
+		f := e.t.flow(i)
+		if !f.linked() || FlowState(f.st()&stateMask) == StateEstablished {
+			continue
+		}
+		c, seen := e.share.recs[f.owner].n, f.seen.Load()
+		if c < n+2 || c < bestN || c == bestN && int32(seen-bestSeen) >= 0 {
+			continue
+		}
+		best, bestN, bestSeen = i, c, seen
+	}
+	if best == 0 {
+		return DropTableFull
+	}
+	e.remove(best)
+	e.stats.evictions[EvictFairShare].Add(1)
 	return dropNone
 }
 

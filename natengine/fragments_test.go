@@ -1,6 +1,7 @@
 package natengine
 
 import (
+	"math/rand/v2"
 	"net/netip"
 	"testing"
 
@@ -112,15 +113,150 @@ func TestFragmentsOutOfOrder(t *testing.T) {
 	}
 }
 
-func TestFragmentTableIsBoundedAndCounted(t *testing.T) {
-	e := newTestEngine(t, Config{MaxFragments: 2}, testRules())
-	for i, want := range []bool{true, true, false} {
-		f, _, _ := frags(pkt{src: "10.0.0.7", dst: "242.2.0.9", proto: udp, sport: 5000, dport: 53, id: uint32(i)})
-		if _, ok := e.egress(t, f); ok != want {
-			t.Fatalf("first fragment %d passed=%v, want %v", i, ok, want)
+// TestFragmentTableEvictsInsteadOfRefusing: a source at its share gives up
+// its own oldest mapping, a full table its oldest one; a new first fragment
+// is never refused.
+func TestFragmentTableEvictsInsteadOfRefusing(t *testing.T) {
+	e := newTestEngine(t, Config{MaxFragments: 4, MaxFragmentsPerSource: 2}, testRules())
+	k := pkt{dst: "242.2.0.9", proto: udp, sport: 5000, dport: 53}
+	for _, f := range []struct {
+		src string
+		id  uint32
+	}{{"10.0.0.7", 1}, {"10.0.0.7", 2}, {"10.0.0.7", 3}, {"10.0.0.8", 1}, {"10.0.0.8", 2}, {"10.0.0.9", 1}} {
+		k.src, k.id = f.src, f.id
+		first, _, _ := frags(k)
+		if _, ok := e.egress(t, first); !ok {
+			t.Fatalf("first fragment %s/%d refused", f.src, f.id)
 		}
 	}
-	if n := e.Stats().Drops[DropFragmentsFull]; n != 1 {
-		t.Errorf("fragments_full = %d, want 1", n)
+	s := e.Stats()
+	if s.Fragments != 4 || s.Evictions[EvictFragmentSourceLimit] != 1 || s.Evictions[EvictFragmentTableFull] != 1 {
+		t.Errorf("fragments %d, evictions %v; want 4, one by source limit, one by a full table", s.Fragments, s.Evictions)
+	}
+	for _, f := range []struct {
+		src  string
+		id   uint32
+		kept bool
+	}{{"10.0.0.7", 1, false}, {"10.0.0.7", 2, false}, {"10.0.0.7", 3, true}, {"10.0.0.8", 1, true}, {"10.0.0.8", 2, true}, {"10.0.0.9", 1, true}} {
+		k.src, k.id = f.src, f.id
+		_, second, _ := frags(k)
+		var p packet.Parsed
+		p.Decode(second)
+		if _, ok := e.frags.lookup(&p, e.Engine.clock()); ok != f.kept {
+			t.Errorf("mapping of %s/%d kept=%v, want %v", f.src, f.id, ok, f.kept)
+		}
+	}
+}
+
+// refFragments is the obviously-correct model of the fragment table: its
+// entries in arrival order, counted by scanning.
+type refFragments struct {
+	max, perSource int
+	entries        []refFragment
+}
+
+type refFragment struct {
+	k   fragKey
+	src source
+	to  [16]byte
+	at  uint32
+}
+
+func (r *refFragments) record(k fragKey, src source, to [16]byte, now uint32) {
+	for i := range r.entries {
+		if r.entries[i].k == k {
+			r.entries[i].to = to
+			return
+		}
+	}
+	for len(r.entries) > 0 && now-r.entries[0].at >= fragTimeout {
+		r.entries = r.entries[1:]
+	}
+	n := 0
+	for _, e := range r.entries {
+		if e.src == src {
+			n++
+		}
+	}
+	switch {
+	case n >= r.perSource:
+		for i, e := range r.entries {
+			if e.src == src {
+				r.entries = append(r.entries[:i:i], r.entries[i+1:]...)
+				break
+			}
+		}
+	case len(r.entries) == r.max:
+		r.entries = r.entries[1:]
+	}
+	r.entries = append(r.entries, refFragment{k, src, to, now})
+}
+
+func (r *refFragments) lookup(k fragKey, now uint32) ([16]byte, bool) {
+	for _, e := range r.entries {
+		if e.k == k && now-e.at < fragTimeout {
+			return e.to, true
+		}
+	}
+	return [16]byte{}, false
+}
+
+// TestFragmentTableMatchesAReference drives the table and the model with
+// random first fragments, lookups and time, from few sources in a small
+// table so that every eviction path runs often.
+func TestFragmentTableMatchesAReference(t *testing.T) {
+	const max, perSource = 32, 8
+	tbl := newFragments(max, perSource)
+	ref := &refFragments{max: max, perSource: perSource}
+	var c counters
+	rng := rand.New(rand.NewPCG(3, 4))
+	now := uint32(1)
+	for step := range 200000 {
+		var p packet.Parsed
+		p.Version, p.Proto = 4, udp
+		p.Src = [16]byte{10, 0, 0, byte(rng.IntN(12))}
+		p.Dst = [16]byte{242, 2, 0, 9}
+		p.FragID = uint32(rng.IntN(16))
+		k := fragKeyOf(&p)
+		switch rng.IntN(8) {
+		case 0:
+			now += uint32(rng.IntN(20))
+		case 1, 2, 3:
+			to := [16]byte{242, 1, 0, byte(rng.IntN(256))}
+			src := localSource(&p.Src)
+			tbl.record(&p, src, to, now, &c)
+			ref.record(k, src, to, now)
+		default:
+			got, ok := tbl.lookup(&p, now)
+			want, wok := ref.lookup(k, now)
+			if ok != wok || got != want {
+				t.Fatalf("step %d: lookup %v/%d = %v %v, reference %v %v", step, p.Src[:4], p.FragID, got[:4], ok, want[:4], wok)
+			}
+		}
+		if tbl.n != len(ref.entries) || len(tbl.m) != tbl.n {
+			t.Fatalf("step %d: %d entries (%d mapped), reference %d", step, tbl.n, len(tbl.m), len(ref.entries))
+		}
+	}
+}
+
+// TestFragmentRecordAllocatesNothing: once the table has held as many
+// entries and sources as it can, recording and evicting allocate nothing.
+func TestFragmentRecordAllocatesNothing(t *testing.T) {
+	tbl := newFragments(DefaultMaxFragments, DefaultMaxFragments/16)
+	var c counters
+	var p packet.Parsed
+	p.Version, p.Proto = 4, udp
+	i := 0
+	next := func() {
+		p.Src = [16]byte{10, 0, byte(i >> 8 & 0x3f), byte(i)}
+		p.FragID = uint32(i)
+		tbl.record(&p, localSource(&p.Src), p.Src, 1, &c)
+		i++
+	}
+	for range 4 * DefaultMaxFragments {
+		next()
+	}
+	if allocs := testing.AllocsPerRun(10000, next); allocs != 0 {
+		t.Errorf("%v allocations per first fragment, want 0", allocs)
 	}
 }
