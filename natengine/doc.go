@@ -22,6 +22,21 @@
 // so the garbage collector never scans it; new flows may grow the expiry
 // wheel's slots and, for UDP, the map of endpoint-independent mappings.
 //
+// Fair shares: each source — a local address for what it starts, a remote
+// cluster (not a remote address, which the remote chooses) for what arrives
+// from it — may hold at most Config.MaxFlowsPerSource flows (default an
+// eighth of the table) and Config.MaxFragmentsPerSource pending first
+// fragments (default a sixteenth). A source at its flow share is refused
+// (DropSourceLimit) before anything is evicted for it; a full flow table
+// then gives up expired flows, the oldest unreplied flow, and last a flow
+// that is not an established TCP connection of a source holding at least
+// two more flows than the new flow's, least recently seen among a few
+// sampled; an established connection is never evicted. The fragment table
+// never refuses: a source at its share loses its own oldest entry, a full
+// table its oldest. Counts live in a map of sources touched only when state
+// is created or removed; a flow carries its source's id, so lookups stay one
+// probe and allocation-free (shares.go, fragments.go).
+//
 // Concurrency: Egress and Ingress may run on any number of goroutines at
 // once (the gateway runs Egress on one, Ingress on several). A packet of a
 // known flow takes one of 1024 bucket locks and updates the flow's last-seen
