@@ -179,6 +179,9 @@ type NATStatus struct {
 	Evicted   uint64            `json:"evicted"`
 	Retired   uint64            `json:"retired"`
 	Drops     map[string]uint64 `json:"drops,omitempty"`
+	// Evictions are the flows and pending first fragments removed to make
+	// room, by reason.
+	Evictions map[string]uint64 `json:"evictions,omitempty"`
 }
 
 // FlowStatus is one entry of /flows: a Globalnet flow with both tuples as
@@ -248,6 +251,14 @@ func natStatus(s natengine.Stats) *NATStatus {
 				n.Drops = map[string]uint64{}
 			}
 			n.Drops[natengine.DropReason(r).String()] = v
+		}
+	}
+	for r, v := range s.Evictions {
+		if v > 0 {
+			if n.Evictions == nil {
+				n.Evictions = map[string]uint64{}
+			}
+			n.Evictions[natengine.EvictReason(r).String()] = v
 		}
 	}
 	return n

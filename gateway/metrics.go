@@ -37,6 +37,7 @@ var (
 	descNATCreated   = prometheus.NewDesc("snorkel_nat_flows_created_total", "Globalnet flows created.", nil, nil)
 	descNATRemoved   = prometheus.NewDesc("snorkel_nat_flows_removed_total", "Globalnet flows removed, by cause: expired (idle), evicted (unreplied, to make room), retired (their rule went).", []string{"cause"}, nil)
 	descNATDrops     = prometheus.NewDesc("snorkel_nat_drops_total", "Packets Globalnet refused to translate, by reason.", []string{"reason"}, nil)
+	descNATEvictions = prometheus.NewDesc("snorkel_nat_evictions_total", "Globalnet flows and pending first fragments removed to make room, by reason: unreplied, fair_share, fragment_source_limit, fragment_table_full.", []string{"reason"}, nil)
 )
 
 // natCounter is a translator that counts what it does: the NAT engine.
@@ -53,7 +54,7 @@ type flowLister interface {
 func (g *Gateway) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRxBytes, descTxBytes, descConns, descRxPkts, descTxPkts, descDrops, descTrDrops,
 		descLatency, descRTT, descProbesSent, descProbesRecvd, descProbesLost,
-		descNATFlows, descNATFragments, descNATCreated, descNATRemoved, descNATDrops} {
+		descNATFlows, descNATFragments, descNATCreated, descNATRemoved, descNATDrops, descNATEvictions} {
 		ch <- d
 	}
 }
@@ -94,6 +95,9 @@ func (g *Gateway) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descNATRemoved, prometheus.CounterValue, float64(n.Retired), "retired")
 		for reason, v := range n.Drops {
 			ch <- prometheus.MustNewConstMetric(descNATDrops, prometheus.CounterValue, float64(v), reason)
+		}
+		for reason, v := range n.Evictions {
+			ch <- prometheus.MustNewConstMetric(descNATEvictions, prometheus.CounterValue, float64(v), reason)
 		}
 	}
 }
