@@ -35,7 +35,7 @@ var (
 	descNATFlows     = prometheus.NewDesc("snorkel_nat_flows", "Globalnet connection-tracking entries now.", nil, nil)
 	descNATFragments = prometheus.NewDesc("snorkel_nat_fragments", "Globalnet first fragments whose followers are awaited now.", nil, nil)
 	descNATCreated   = prometheus.NewDesc("snorkel_nat_flows_created_total", "Globalnet flows created.", nil, nil)
-	descNATRemoved   = prometheus.NewDesc("snorkel_nat_flows_removed_total", "Globalnet flows removed, by cause: expired (idle), evicted (unreplied, to make room), retired (their rule went).", []string{"cause"}, nil)
+	descNATRemoved   = prometheus.NewDesc("snorkel_nat_flows_removed_total", "Globalnet flows removed, by cause: expired (idle), evicted (to make room; see snorkel_nat_evictions_total), retired (their rule went).", []string{"cause"}, nil)
 	descNATDrops     = prometheus.NewDesc("snorkel_nat_drops_total", "Packets Globalnet refused to translate, by reason.", []string{"reason"}, nil)
 	descNATEvictions = prometheus.NewDesc("snorkel_nat_evictions_total", "Globalnet flows and pending first fragments removed to make room, by reason: unreplied, fair_share, fragment_source_limit, fragment_table_full.", []string{"reason"}, nil)
 )
