@@ -100,10 +100,10 @@ func TestInProcessGlobalnetTCPBetweenOverlappingClusters(t *testing.T) {
 		t.Errorf("c2's pod saw the client as %s; want one of c1's cluster egress IPs %v", a.from, egress)
 	}
 
-	srv := httptest.NewServer(c1.gw.Handler())
-	defer srv.Close()
+	dbg := httptest.NewServer(c1.gw.DebugHandler())
+	defer dbg.Close()
 	var flows []gateway.FlowStatus
-	getJSON(t, srv.URL+"/flows", &flows)
+	getJSON(t, dbg.URL+"/flows", &flows)
 	local := netip.MustParseAddrPort(conn.LocalAddr().String())
 	found := false
 	for _, f := range flows {
@@ -117,6 +117,8 @@ func TestInProcessGlobalnetTCPBetweenOverlappingClusters(t *testing.T) {
 	if !found {
 		t.Errorf("/flows of c1 lacks %s → %s:8080: %+v", local, dbGlobal, flows)
 	}
+	srv := httptest.NewServer(c1.gw.MetricsHandler())
+	defer srv.Close()
 	metrics := getText(t, srv.URL+"/metrics")
 	for _, want := range []string{"snorkel_nat_flows 1", "snorkel_nat_flows_created_total 1", `snorkel_nat_flows_removed_total{cause="expired"} 0`} {
 		if !strings.Contains(metrics, want) {
@@ -130,9 +132,9 @@ func TestInProcessGlobalnetTCPBetweenOverlappingClusters(t *testing.T) {
 
 func TestFlowsEndpointWithGlobalnetOff(t *testing.T) {
 	c1, _ := startPair(t, gateway.TransportVXLAN, []netip.Addr{pod1}, []netip.Addr{pod2})
-	srv := httptest.NewServer(c1.gw.Handler())
-	defer srv.Close()
-	resp, err := http.Get(srv.URL + "/flows")
+	dbg := httptest.NewServer(c1.gw.DebugHandler())
+	defer dbg.Close()
+	resp, err := http.Get(dbg.URL + "/flows")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,6 +143,8 @@ func TestFlowsEndpointWithGlobalnetOff(t *testing.T) {
 	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(b), "Globalnet is off") {
 		t.Errorf("/flows without Globalnet: %s %q; want 404 saying Globalnet is off", resp.Status, b)
 	}
+	srv := httptest.NewServer(c1.gw.MetricsHandler())
+	defer srv.Close()
 	if strings.Contains(getText(t, srv.URL+"/metrics"), "snorkel_nat_") {
 		t.Error("/metrics has NAT series without Globalnet")
 	}

@@ -58,8 +58,10 @@ func TestInProcessHealthProbes(t *testing.T) {
 				}
 			}
 
-			srv := httptest.NewServer(c1.gw.Handler())
+			srv := httptest.NewServer(c1.gw.MetricsHandler())
 			defer srv.Close()
+			dbg := httptest.NewServer(c1.gw.DebugHandler())
+			defer dbg.Close()
 			// On a loaded machine a reply can miss its 100ms window and
 			// three such misses in a row put the remote in error until the
 			// next reply: wait for a page that says connected again.
@@ -85,7 +87,7 @@ func TestInProcessHealthProbes(t *testing.T) {
 				t.Errorf("submariner_connections does not say connected:\n%s", metrics)
 			}
 			var st gateway.Stats
-			getJSON(t, srv.URL+"/status", &st)
+			getJSON(t, dbg.URL+"/status", &st)
 			if h := st.Remotes[0].Health; h == nil || h.RTT == nil || h.RTT.Average <= 0 || h.HealthCheckIP != netip.MustParseAddr("100.64.0.2") {
 				t.Errorf("/status health %+v, want the RTT of probes to 100.64.0.2", h)
 			}

@@ -339,7 +339,7 @@ func TestMetricsUseSubmarinerNames(t *testing.T) {
 	}
 	cl.Write([]byte("count me"))
 	cl.Close()
-	srv := httptest.NewServer(c1.gw.Handler())
+	srv := httptest.NewServer(c1.gw.MetricsHandler())
 	defer srv.Close()
 	var body string
 	for deadline := time.Now().Add(settle); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {

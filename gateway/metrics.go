@@ -3,7 +3,6 @@ package gateway
 import (
 	"encoding/json"
 	"net/http"
-	"net/http/pprof"
 	"os"
 	"time"
 
@@ -129,14 +128,26 @@ func (g *Gateway) TransportDrops() []transport.Drop {
 	return nil
 }
 
-// Handler serves /metrics (Prometheus), /status (Stats as JSON), /flows
-// (the Globalnet connection-tracking table as JSON), /healthz and the Go
-// profiler under /debug/pprof/.
-func (g *Gateway) Handler() http.Handler {
+// MetricsHandler serves what a cluster's monitoring scrapes and probes:
+// /metrics (Prometheus) and /healthz. It shows counters only, never an
+// address or a key, so it may listen on the node's address.
+func (g *Gateway) MetricsHandler() http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(g)
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Write([]byte("ok\n"))
+	})
+	return mux
+}
+
+// DebugHandler serves the gateway's state for its operator: /status (Stats
+// as JSON) and /flows (the Globalnet connection-tracking table as JSON).
+// These name pod addresses, their global addresses, endpoints and IKE SPIs,
+// so they belong on a listener only the node can reach.
+func (g *Gateway) DebugHandler() http.Handler {
+	mux := http.NewServeMux()
 	mux.HandleFunc("/status", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
@@ -153,12 +164,6 @@ func (g *Gateway) Handler() http.Handler {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(flowStatuses(fl.Flows()))
-	})
-	// Profiles of a gateway under load say where its time goes.
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Write([]byte("ok\n"))
 	})
 	return mux
 }

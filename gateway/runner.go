@@ -27,12 +27,15 @@ type Runner struct {
 
 // running is one started gateway.
 type running struct {
-	cfg    Config
-	g      *Gateway
-	sys    *System
-	h      http.Handler
-	cancel context.CancelFunc
-	done   chan error
+	cfg Config
+	g   *Gateway
+	sys *System
+	// metrics and debug are g's handlers, made once: each builds its own
+	// mux (and, for metrics, a Prometheus registry).
+	metrics http.Handler
+	debug   http.Handler
+	cancel  context.CancelFunc
+	done    chan error
 }
 
 // NewRunner returns a Runner that runs nothing until Apply.
@@ -114,7 +117,7 @@ func (r *Runner) start(cfg Config) (*running, error) {
 		r.log.Warn(sys.Warning)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	cur := &running{cfg: cfg, g: g, sys: sys, h: g.Handler(), cancel: cancel, done: make(chan error, 1)}
+	cur := &running{cfg: cfg, g: g, sys: sys, metrics: g.MetricsHandler(), debug: g.DebugHandler(), cancel: cancel, done: make(chan error, 1)}
 	go func() { cur.done <- g.Run(ctx, dev) }()
 	r.log.Info("gateway up", "tun", cfg.TUN.Name, "mtu", g.MTU(), "transport", cfg.Transport.Type,
 		"port", cfg.Transport.Port, "remotes", len(cfg.Remotes))
@@ -169,13 +172,24 @@ func (r *Runner) PublicKey() string {
 // errNotRunning answers HTTP requests while no gateway runs.
 var errNotRunning = errors.New("no gateway is running: no remote cluster is known yet")
 
-// Handler serves the running gateway's /metrics, /status and /flows.
-func (r *Runner) Handler() http.Handler {
+// MetricsHandler serves the running gateway's Gateway.MetricsHandler.
+func (r *Runner) MetricsHandler() http.Handler {
+	return r.handler(func(cur *running) http.Handler { return cur.metrics })
+}
+
+// DebugHandler serves the running gateway's Gateway.DebugHandler.
+func (r *Runner) DebugHandler() http.Handler {
+	return r.handler(func(cur *running) http.Handler { return cur.debug })
+}
+
+// handler serves with pick's handler of whichever gateway runs at the time
+// of each request, so that the listeners outlive restarts.
+func (r *Runner) handler(pick func(*running) http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.mu.Lock()
 		var h http.Handler
 		if r.cur != nil {
-			h = r.cur.h
+			h = pick(r.cur)
 		}
 		r.mu.Unlock()
 		if h == nil {

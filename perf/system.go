@@ -278,7 +278,7 @@ func (s *snorkelSystem) Profile(ctx context.Context, seconds int) (map[string][]
 				ch <- result{name: c.Spec.ID, err: err}
 				return
 			}
-			b, err := cpuProfile(ctx, ns, lab.MetricsAddress, seconds)
+			b, err := cpuProfile(ctx, ns, lab.DebugAddress, seconds)
 			ch <- result{name: c.Spec.ID, b: b, err: err}
 		}()
 	}

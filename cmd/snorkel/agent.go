@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
@@ -28,7 +27,7 @@ func init() {
 	commands["agent"] = command{
 		run: runAgent,
 		usage: "a gateway node's agent, running the gateway in-process: snorkel agent [--kubeconfig F] [--context C] [--namespace NS] " +
-			"[--node-name N] [--private-ip IP] [--public-ip IP] [--health-check-ip IP] [--metrics-address :9898] [--dataplane-config-out FILE]",
+			"[--node-name N] [--private-ip IP] [--public-ip IP] [--health-check-ip IP] [--metrics-address :9898] [--debug-address 127.0.0.1:9899] [--pprof] [--dataplane-config-out FILE]",
 	}
 }
 
@@ -43,7 +42,8 @@ func runAgent(args []string) error {
 	healthCheckIP := fs.String("health-check-ip", "", "this gateway's address on its TUN device, published for other gateways' health probes (default none)")
 	keyFile := fs.String("wireguard-key-file", "/var/lib/snorkel/wireguard.key", "WireGuard private key, made if missing (wireguard cable driver only)")
 	tunName := fs.String("tun", gateway.DefaultTUNName, "the gateway's TUN device")
-	metrics := fs.String("metrics-address", ":9898", "where the gateway serves /metrics, /status and /flows; empty for none")
+	metrics := fs.String("metrics-address", ":9898", "where the gateway serves /metrics and /healthz; empty for none")
+	debug := addDebugFlags(fs)
 	out := fs.String("dataplane-config-out", "", "write each gateway configuration to this file, as snorkel gateway --config reads it, instead of running the gateway in this process")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -86,13 +86,18 @@ func runAgent(args []string) error {
 		r := gateway.NewRunner(log)
 		defer r.Close()
 		if *metrics != "" {
-			ln, err := net.Listen("tcp", *metrics)
+			srv, err := listenHTTP("--metrics-address", *metrics, r.MetricsHandler(), metricsLimits)
 			if err != nil {
-				return fmt.Errorf("--metrics-address: cannot listen on %s: %w", *metrics, err)
+				return err
 			}
-			srv := &http.Server{Handler: r.Handler()}
-			go srv.Serve(ln)
 			defer srv.Close()
+		}
+		dbg, err := debug.serve(r.DebugHandler())
+		if err != nil {
+			return err
+		}
+		if dbg != nil {
+			defer dbg.Close()
 		}
 		dp = inProcess{r}
 	}

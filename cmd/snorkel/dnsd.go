@@ -6,13 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -82,12 +80,10 @@ func runDNSD(args []string) error {
 	defer stop()
 
 	if *metrics != "" {
-		ln, err := net.Listen("tcp", *metrics)
+		hs, err := listenHTTP("--metrics-address", *metrics, dnsdHandler(srv, reg), metricsLimits)
 		if err != nil {
-			return fmt.Errorf("--metrics-address: cannot listen on %s: %w", *metrics, err)
+			return err
 		}
-		hs := &http.Server{Handler: dnsdHandler(srv, reg), ReadHeaderTimeout: 10 * time.Second}
-		go hs.Serve(ln)
 		defer hs.Close()
 	}
 

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -23,6 +21,7 @@ func runGateway(args []string) error {
 	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
 	cfgPath := fs.String("config", "", "gateway configuration file (YAML)")
 	check := fs.Bool("check", false, "validate the configuration and exit")
+	debug := addDebugFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -43,17 +42,24 @@ func runGateway(args []string) error {
 	if err != nil {
 		return err
 	}
-	// Serve metrics before the routes exist: whoever waits for the routes
-	// as the sign that the gateway is up can then query it at once.
+	// Serve metrics and state before the routes exist: whoever waits for
+	// the routes as the sign that the gateway is up can then query it at
+	// once.
 	if cfg.MetricsAddress != "" {
-		ln, err := net.Listen("tcp", cfg.MetricsAddress)
+		srv, err := listenHTTP("metricsAddress", cfg.MetricsAddress, g.MetricsHandler(), metricsLimits)
 		if err != nil {
 			g.Close()
-			return fmt.Errorf("metricsAddress: cannot listen on %s: %w", cfg.MetricsAddress, err)
+			return err
 		}
-		srv := &http.Server{Handler: g.Handler()}
-		go srv.Serve(ln)
 		defer srv.Close()
+	}
+	dbg, err := debug.serve(g.DebugHandler())
+	if err != nil {
+		g.Close()
+		return err
+	}
+	if dbg != nil {
+		defer dbg.Close()
 	}
 	dev, sys, err := gateway.OpenTUN(&cfg, g.MTU())
 	if err != nil {
@@ -67,7 +73,7 @@ func runGateway(args []string) error {
 	defer stop()
 
 	log.Info("gateway up", "tun", cfg.TUN.Name, "mtu", g.MTU(), "transport", cfg.Transport.Type,
-		"port", cfg.Transport.Port, "remotes", len(cfg.Remotes), "metrics", cfg.MetricsAddress)
+		"port", cfg.Transport.Port, "remotes", len(cfg.Remotes), "metrics", cfg.MetricsAddress, "debug", *debug.address)
 
 	// Undo the routes before the device goes, so that nothing this process
 	// added outlives it.

@@ -26,11 +26,13 @@ commands do: every context of the kubeconfig, one per cluster, unless
 --context or --contexts picks them. See snorkel show VIEW -h.
 
 flows prints a running gateway's Globalnet connection-tracking table, read
-from its metrics listener (metricsAddress): per flow the protocol, the
-direction (out: a local pod started it; in: a remote cluster did), the
-tuple of its first packet and of its replies as they arrive, the state,
-age and idle time, and the rule that gave it its global address. --gateway
-is that listener's URL, default http://127.0.0.1:9898.
+from its debug listener (--debug-address of snorkel gateway and snorkel
+agent): per flow the protocol, the direction (out: a local pod started it;
+in: a remote cluster did), the tuple of its first packet and of its
+replies as they arrive, the state, age and idle time, and the rule that
+gave it its global address. --gateway is that listener's URL, default
+http://127.0.0.1:9899; the listener is on loopback, so run this on the
+gateway node (or in its network namespace).
 `
 
 // runShow is `snorkel show`.
@@ -48,7 +50,7 @@ func runShow(args []string) error {
 	if isKubeView(what) {
 		return runShowKube(what, args)
 	}
-	base := fs.String("gateway", "http://127.0.0.1:9898", "the gateway's metrics listener")
+	base := fs.String("gateway", "http://"+defaultDebugAddress, "URL of the gateway's debug listener (its --debug-address)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -78,7 +80,7 @@ func fetchFlows(ctx context.Context, base string) ([]gateway.FlowStatus, error) 
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("cannot reach the gateway (is metricsAddress set, and is this its network namespace?): %w", err)
+		return nil, fmt.Errorf("cannot reach the gateway's debug listener (is --debug-address set, and is this its node or network namespace?): %w", err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))

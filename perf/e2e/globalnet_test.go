@@ -395,7 +395,7 @@ func (e *gnEnv) testFlows(t *testing.T) {
 		}
 	}
 
-	out, err := e.g1.Command(t.Context(), snorkelBin, "show", "flows", "--gateway", "http://"+lab.MetricsAddress).CombinedOutput()
+	out, err := e.g1.Command(t.Context(), snorkelBin, "show", "flows", "--gateway", "http://"+lab.DebugAddress).CombinedOutput()
 	if err != nil {
 		t.Fatalf("snorkel show flows: %v\n%s", err, out)
 	}

@@ -17,13 +17,31 @@ import (
 	"github.com/snorkel-net/snorkel/perf/topo"
 )
 
-// getText GETs a path of the gateway's metrics listener, which is bound to
+// getText GETs a path of the gateway's metrics listener.
+func getText(ctx context.Context, gw *topo.NS, path string) (string, error) {
+	return get(ctx, gw, lab.MetricsAddress, path)
+}
+
+// getJSON GETs a path of the gateway's debug listener (/status, /flows)
+// into v.
+func getJSON(ctx context.Context, gw *topo.NS, path string, v any) error {
+	text, err := get(ctx, gw, lab.DebugAddress, path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal([]byte(text), v); err != nil {
+		return fmt.Errorf("GET %s: %w", path, err)
+	}
+	return nil
+}
+
+// get GETs a path of the gateway listener at addr, which is bound to
 // loopback inside the gateway node's namespace. The bound only stops a
 // hung gateway from hanging the test.
-func getText(ctx context.Context, gw *topo.NS, path string) (string, error) {
+func get(ctx context.Context, gw *topo.NS, addr, path string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, settle)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+lab.MetricsAddress+path, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
 	if err != nil {
 		return "", err
 	}
@@ -40,17 +58,6 @@ func getText(ctx context.Context, gw *topo.NS, path string) (string, error) {
 		return "", fmt.Errorf("GET %s: %s: %s", path, resp.Status, strings.TrimSpace(string(b)))
 	}
 	return string(b), nil
-}
-
-func getJSON(ctx context.Context, gw *topo.NS, path string, v any) error {
-	text, err := getText(ctx, gw, path)
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal([]byte(text), v); err != nil {
-		return fmt.Errorf("GET %s: %w", path, err)
-	}
-	return nil
 }
 
 // sample returns the value of the sample of metric name whose labels

@@ -121,7 +121,7 @@ func fetchStats(ctx context.Context, gw *topo.NS) (gateway.Stats, error) {
 	var st gateway.Stats
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+MetricsAddress+"/status", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+DebugAddress+"/status", nil)
 	if err != nil {
 		return st, err
 	}

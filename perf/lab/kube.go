@@ -141,6 +141,7 @@ func (l *Lab) startKube(ctx context.Context) error {
 			"--health-check-ip", c.Gateway.NodeIP.String(),
 			"--tun", c.Gateway.TUN,
 			"--metrics-address", MetricsAddress,
+			"--debug-address", DebugAddress, "--pprof",
 			"--wireguard-key-file", KeyFile(l.StateDir, c.Spec.ID))
 		if err != nil {
 			return err

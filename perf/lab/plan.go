@@ -23,9 +23,12 @@ const (
 	UnderlayLink = "ul0"
 	// PodLink is a pod's only link, to its node.
 	PodLink = "eth0"
-	// MetricsAddress is where each gateway serves /metrics and /status,
-	// inside its own namespace.
+	// MetricsAddress is where each gateway serves /metrics, inside its
+	// own namespace.
 	MetricsAddress = "127.0.0.1:9898"
+	// DebugAddress is where each gateway serves /status, /flows and, for
+	// perf's CPU profiles, /debug/pprof/, inside its own namespace.
+	DebugAddress = "127.0.0.1:9899"
 )
 
 // Plan is a scenario resolved into namespace names, links and addresses.

@@ -92,7 +92,8 @@ func (l *Lab) startGateways(ctx context.Context) error {
 		if err := os.WriteFile(path, b, 0o644); err != nil {
 			return fmt.Errorf("lab: write %s: %w", path, err)
 		}
-		p, err := l.Topo.NS(c.Gateway.NS).Start(gatewayProcess(c.Spec.ID), l.Topo.Binary(), "gateway", "--config", path)
+		p, err := l.Topo.NS(c.Gateway.NS).Start(gatewayProcess(c.Spec.ID), l.Topo.Binary(), "gateway", "--config", path,
+			"--debug-address", DebugAddress, "--pprof")
 		if err != nil {
 			return err
 		}

@@ -295,14 +295,14 @@ func gatewayStatus(ctx context.Context, w io.Writer, l *Lab, c *ClusterPlan) {
 		fmt.Fprintf(w, "    /status: %v\n", err)
 		return
 	}
-	fmt.Fprintf(w, "    /status (http://%s/status in the node):\n      %s\n", MetricsAddress, strings.ReplaceAll(st, "\n", "\n      "))
+	fmt.Fprintf(w, "    /status (http://%s/status in the node):\n      %s\n", DebugAddress, strings.ReplaceAll(st, "\n", "\n      "))
 }
 
 // fetchStatus returns a gateway's /status document, indented.
 func fetchStatus(ctx context.Context, gw *topo.NS) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+MetricsAddress+"/status", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+DebugAddress+"/status", nil)
 	if err != nil {
 		return "", err
 	}
