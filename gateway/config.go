@@ -41,8 +41,9 @@ type Config struct {
 	// UnderlayMTU is the MTU of the network between gateways; the TUN MTU is
 	// this less the transport's overhead.
 	UnderlayMTU int `json:"underlayMTU,omitempty"`
-	// MetricsAddress is where /metrics (Prometheus), /status and /flows are
-	// served; empty disables the listener.
+	// MetricsAddress is where /metrics (Prometheus) and /healthz are
+	// served; empty disables the listener. /status and /flows are on
+	// snorkel gateway's --debug-address instead, which is loopback.
 	MetricsAddress string `json:"metricsAddress,omitempty"`
 	// Globalnet, if set, translates between this cluster's addresses and
 	// its global CIDR; see globalnet.go.
