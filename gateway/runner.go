@@ -17,7 +17,10 @@ import (
 // applied in place: the NAT engine swaps its rule snapshot and keeps every
 // flow the new rules still give, so traffic is not disturbed. Any other change
 // (a remote joining or leaving, keys, the transport) restarts the gateway:
-// the TUN device, its routes and the transport's socket are made anew.
+// the TUN device, its routes and the transport's socket are made anew, and
+// the guard (guard.go) follows the new remotes. The guard stays while no
+// gateway runs: across a restart, and after a configuration without remotes,
+// which is also what a gateway that has turned passive gets.
 type Runner struct {
 	log *slog.Logger
 
@@ -47,7 +50,9 @@ func NewRunner(log *slog.Logger) *Runner {
 }
 
 // Apply makes the running gateway match cfg. An invalid cfg is refused and
-// leaves the running gateway as it was; a cfg without remotes stops it.
+// leaves the running gateway as it was; a cfg without remotes stops it and
+// leaves the guard as it was, since a passive gateway's node must not send
+// the remotes' traffic in cleartext either.
 func (r *Runner) Apply(ctx context.Context, cfg Config) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -16,8 +16,8 @@ import (
 // TestRunnerFollowsConfigs drives a Runner through the changes the agent
 // makes: a first configuration starts the gateway; new Globalnet ingress
 // addresses reach the NAT engine without a restart; a changed remote
-// restarts it with new routes; a bad configuration is refused and leaves it
-// running; no remotes at all stops it.
+// restarts it with new routes and guard; a bad configuration is refused and
+// leaves it running; no remotes at all stops it and keeps the guard.
 func TestRunnerFollowsConfigs(t *testing.T) {
 	inFreshNetns(t, func() {
 		ctx := context.Background()
@@ -65,6 +65,9 @@ func TestRunnerFollowsConfigs(t *testing.T) {
 		if !routed(t, "snk-run0", "242.3.0.0/16") || routed(t, "snk-run0", "242.2.0.0/16") {
 			t.Error("the routes do not follow the remote's new global CIDR")
 		}
+		if got := guardedNow(t); !slices.Equal(got, []string{"242.3.0.0/16"}) {
+			t.Errorf("guarded %v, want only the remote's new global CIDR 242.3.0.0/16", got)
+		}
 
 		bad := moved
 		bad.Remotes = []Remote{moved.Remotes[0]}
@@ -87,6 +90,11 @@ func TestRunnerFollowsConfigs(t *testing.T) {
 		}
 		if _, err := netlink.LinkByName("snk-run0"); err == nil {
 			t.Error("the TUN device outlived the gateway")
+		}
+		// As on a gateway turned passive: its node must still not send the
+		// remote's traffic in cleartext.
+		if got := guardedNow(t); !slices.Equal(got, []string{"242.3.0.0/16"}) {
+			t.Errorf("with no remotes, guarded %v, want 242.3.0.0/16 still", got)
 		}
 	})
 }

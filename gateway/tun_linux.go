@@ -12,8 +12,9 @@ import (
 	"golang.zx2c4.com/wireguard/tun"
 )
 
-// System is what OpenTUN changed on the host, so that Undo can remove exactly
-// that and nothing else.
+// System is what OpenTUN changed on the host for the life of the gateway, so
+// that Undo can remove exactly that and nothing else. The guard is not part
+// of it: it stays when the gateway goes.
 type System struct {
 	// Warning says what the gateway could not set up and what that
 	// costs; empty when everything is in place.
@@ -24,13 +25,19 @@ type System struct {
 	routes []netlink.Route
 }
 
-// OpenTUN creates the kernel TUN device cfg names with the given MTU, assigns
-// its address, brings it up and routes the remote clusters' CIDRs into it.
-// cfg must have passed Validate. Undo reverses the changes; closing the
-// device alone would also remove them, as the device is not persistent.
+// OpenTUN guards the remote clusters' CIDRs (guard.go), then creates the
+// kernel TUN device cfg names with the given MTU, assigns its address,
+// brings it up and routes those CIDRs into it. cfg must have passed
+// Validate. Undo reverses the changes but the guard; closing the device
+// alone would also remove them, as the device is not persistent.
 func OpenTUN(cfg *Config, mtu int) (tun.Device, *System, error) {
 	s, err := cfg.build()
 	if err != nil {
+		return nil, nil, err
+	}
+	// First: from the moment a CIDR is routed into the TUN, the device may
+	// vanish with the process at any instant.
+	if err := syncGuard(s); err != nil {
 		return nil, nil, err
 	}
 	name := cfg.TUN.Name
@@ -85,7 +92,8 @@ func OpenTUN(cfg *Config, mtu int) (tun.Device, *System, error) {
 	return dev, sys, nil
 }
 
-// Undo removes the routes and address OpenTUN added, in reverse order.
+// Undo removes the TUN's routes and address OpenTUN added, in reverse order.
+// The guard stays, so the remotes' traffic is dropped from here on.
 func (s *System) Undo() error {
 	if s == nil {
 		return nil
