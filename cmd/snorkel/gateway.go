@@ -22,8 +22,12 @@ func runGateway(args []string) error {
 	cfgPath := fs.String("config", "", "gateway configuration file (YAML)")
 	check := fs.Bool("check", false, "validate the configuration and exit")
 	debug := addDebugFlags(fs)
+	uninstall := fs.Bool("uninstall", false, "remove the guard routes that keep the remote clusters' traffic from leaving in cleartext while no gateway runs, and exit; needs no --config. Run it only when Snorkel leaves the node")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *uninstall {
+		return uninstallGateway()
 	}
 	if *cfgPath == "" {
 		return errors.New("--config is required: name the gateway's YAML configuration file")
@@ -76,7 +80,8 @@ func runGateway(args []string) error {
 		"port", cfg.Transport.Port, "remotes", len(cfg.Remotes), "metrics", cfg.MetricsAddress, "debug", *debug.address)
 
 	// Undo the routes before the device goes, so that nothing this process
-	// added outlives it.
+	// added outlives it but the guard, which drops the remotes' traffic
+	// until a gateway runs again or --uninstall.
 	runCtx, cancel := context.WithCancel(context.Background())
 	go func() {
 		<-ctx.Done()
@@ -88,6 +93,22 @@ func runGateway(args []string) error {
 	err = g.Run(runCtx, dev)
 	log.Info("gateway down")
 	return err
+}
+
+// uninstallGateway is the gateway's part of taking Snorkel off a node: the
+// gateway's own state dies with it, the guard does not.
+func uninstallGateway() error {
+	removed, err := gateway.RemoveGuard()
+	for _, p := range removed {
+		fmt.Printf("removed the guard of %s\n", p)
+	}
+	if err != nil {
+		return err
+	}
+	if len(removed) == 0 {
+		fmt.Println("no guard routes on this node")
+	}
+	return nil
 }
 
 func runGenkey(args []string) error {
