@@ -333,7 +333,8 @@ func (l *Lab) Close() error {
 		l.stopPods()
 		l.pods.Wait()
 	}
-	err := l.Topo.Close()
+	err := l.removeGuards()
+	err = errors.Join(err, l.Topo.Close())
 	if err == nil {
 		// A gateway killed before it could clean up leaves its UAPI socket
 		// behind; the name carries the lab's prefix, so it is this lab's.
@@ -351,6 +352,34 @@ func (l *Lab) Close() error {
 	}
 	return err
 }
+
+// removeGuards stops the processes on each gateway node, then removes the
+// guard routes their gateways leave on purpose (gateway.RemoveGuard), as an
+// uninstall does: taking the lab down is taking Snorkel off its nodes, and
+// a node namespace that outlives its deletion must keep none.
+func (l *Lab) removeGuards() error {
+	var errs []error
+	for _, c := range l.Plan.Clusters {
+		ns := l.Topo.NS(c.Gateway.NS)
+		if ns == nil {
+			continue
+		}
+		for _, p := range l.Topo.Processes() {
+			if p.NS == ns.Name() {
+				errs = append(errs, p.Stop(gatewayStopTimeout))
+			}
+		}
+		errs = append(errs, ns.Do(func() error {
+			_, err := gateway.RemoveGuard()
+			return err
+		}))
+	}
+	return errors.Join(errs...)
+}
+
+// gatewayStopTimeout is how long a gateway node's process gets to exit
+// after SIGTERM before it is killed; a gateway exits at once.
+const gatewayStopTimeout = 5 * time.Second
 
 // Clean removes the files the lab wrote to its state directory (logs,
 // configs, keys), and the directory if nothing else is in it. Call it after

@@ -144,6 +144,13 @@ func (p *Process) Stop(timeout time.Duration) error {
 	if p.wait(timeout) {
 		return nil
 	}
+	return p.Kill()
+}
+
+// Kill sends SIGKILL and waits for the process to exit: it ends as a crash
+// or the OOM killer would end it, with no chance to clean up. Like Stop, it
+// signals only this process.
+func (p *Process) Kill() error {
 	if err := p.signal(syscall.SIGKILL); err != nil {
 		return err
 	}
