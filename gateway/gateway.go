@@ -8,6 +8,9 @@
 // and the NAT engine (package natengine) translates every packet on the way.
 // With a tun.address and the remotes' healthCheckIPs, the gateway probes each
 // remote gateway through the tunnel and answers its probes (health.go).
+// On a kernel TUN the gateway fails closed: OpenTUN leaves a guard on the
+// remotes' CIDRs that drops their traffic whenever no gateway carries it,
+// however the last one ended (guard.go).
 //
 // Concurrency: one goroutine reads the device; transports call Deliver from
 // their own goroutines, possibly at once. Routing tables are immutable after
