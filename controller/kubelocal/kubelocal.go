@@ -265,7 +265,6 @@ func (s *Server) stopProcesses() {
 			p.Stop(10 * time.Second)
 		}
 	}
-	s.api, s.etcd = nil, nil
 }
 
 // findAPIServer returns the kube-apiserver to run: $SNORKEL_KUBE_APISERVER,
