@@ -152,16 +152,11 @@ func TestFlowsEndpointWithGlobalnetOff(t *testing.T) {
 
 func getText(t *testing.T, url string) string {
 	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
+	code, body := get(t, url)
+	if code != http.StatusOK {
+		t.Fatalf("GET %s: %d", url, code)
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s %v", url, resp.Status, err)
-	}
-	return string(b)
+	return body
 }
 
 func getJSON(t *testing.T, url string, v any) {
