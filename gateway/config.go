@@ -178,6 +178,14 @@ func (l *errList) add(field, format string, args ...any) {
 	*l = append(*l, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
 }
 
+// err is every problem in l, one per line, or nil if there is none.
+func (l errList) err() error {
+	if len(l) == 0 {
+		return nil
+	}
+	return fmt.Errorf("invalid gateway config:\n  %w", joinLines(l))
+}
+
 func (c *Config) applyDefaults() {
 	if c.UnderlayMTU == 0 {
 		c.UnderlayMTU = DefaultUnderlayMTU
@@ -308,8 +316,8 @@ func (c *Config) build() (*spec, error) {
 		c.buildESP(&errs, s)
 	}
 	errs = append(errs, overlapErrors(c)...)
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("invalid gateway config:\n  %w", joinLines(errs))
+	if err := errs.err(); err != nil {
+		return nil, err
 	}
 	return s, nil
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"os"
 	"regexp"
 	"strings"
 	"time"
@@ -86,7 +85,7 @@ func (c *Config) buildESP(errs *errList, s *spec) {
 	if err != nil {
 		return // reported above
 	}
-	cfg.PSK = []byte("0123456789abcdef") // the real key is read when the transport opens
+	cfg.PSK = []byte("0123456789abcdef") // a pskFile's key is judged by readKeys
 	if e.PSK != "" {
 		cfg.PSK = []byte(e.PSK)
 	}
@@ -177,17 +176,8 @@ type ipsec struct {
 
 var _ transport.DropCounter = (*ipsec)(nil)
 
-func newESP(s *spec, d transport.Deliverer, log *slog.Logger) (transport.Transport, error) {
-	e := s.cfg.Transport.ESP
-	psk := []byte(e.PSK)
-	if e.PSKFile != "" {
-		b, err := os.ReadFile(e.PSKFile)
-		if err != nil {
-			return nil, fmt.Errorf("transport.esp.pskFile: cannot read the pre-shared key: %w", err)
-		}
-		psk = []byte(strings.TrimSpace(string(b)))
-	}
-	cfg, err := s.ikeConfig(psk)
+func newESP(s *spec, k keys, d transport.Deliverer, log *slog.Logger) (transport.Transport, error) {
+	cfg, err := s.ikeConfig(k.espPSK)
 	if err != nil {
 		return nil, err
 	}

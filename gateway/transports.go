@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"os"
 	"strings"
 	"syscall"
 
@@ -24,31 +23,34 @@ func newTransport(s *spec, d transport.Deliverer, log *slog.Logger) (transport.T
 		pub string
 		err error
 	)
+	// The keys are read as Check reads them, so that what Check passes
+	// opens.
+	var errs errList
+	k := s.readKeys(&errs, true)
+	if err := errs.err(); err != nil {
+		return nil, "", err
+	}
 	switch c.Transport.Type {
 	case TransportWireGuard:
-		tr, pub, err = newWireGuard(s, d, log)
+		tr, pub, err = newWireGuard(s, k, d, log)
 	case TransportVXLAN:
 		tr, err = newVXLAN(s, d)
 	case TransportESP:
-		tr, err = newESP(s, d, log)
+		tr, err = newESP(s, k, d, log)
 	default:
 		return nil, "", fmt.Errorf("transport.type: unknown transport %q; use one of %s", c.Transport.Type, strings.Join(Transports, ", "))
 	}
 	if errors.Is(err, syscall.EADDRINUSE) {
-		return nil, "", fmt.Errorf("transport.port: UDP port %d is already in use; stop the program that holds it or choose another port: %w", c.Transport.Port, err)
+		return nil, "", portError(s.port, err)
 	}
 	return tr, pub, err
 }
 
-func newWireGuard(s *spec, d transport.Deliverer, log *slog.Logger) (transport.Transport, string, error) {
+func newWireGuard(s *spec, k keys, d transport.Deliverer, log *slog.Logger) (transport.Transport, string, error) {
 	c := s.cfg
-	keyFile := c.Transport.WireGuard.PrivateKeyFile
-	priv, pub, err := wireguard.LoadOrCreateKey(keyFile)
-	if err != nil {
-		return nil, "", fmt.Errorf("transport.wireguard.privateKeyFile: cannot use %s: %w", keyFile, err)
-	}
+	pub := k.wgPrivate.Public()
 	wc := wireguard.Config{
-		PrivateKey: priv,
+		PrivateKey: k.wgPrivate,
 		Port:       s.port,
 		MTU:        c.UnderlayMTU - wireguardOverhead(s),
 		UAPIName:   c.Transport.WireGuard.UAPIName,
@@ -60,16 +62,10 @@ func newWireGuard(s *spec, d transport.Deliverer, log *slog.Logger) (transport.T
 			return nil, "", fmt.Errorf("%s.publicKey: %w", f, err)
 		}
 		peer := wireguard.Peer{
-			PublicKey:  pk,
-			Endpoint:   s.remotes[i].endpoint,
-			AllowedIPs: s.allowedIPs(i),
-		}
-		if r.WireGuard.PresharedKeyFile != "" {
-			psk, err := readKeyFile(r.WireGuard.PresharedKeyFile)
-			if err != nil {
-				return nil, "", fmt.Errorf("%s.presharedKeyFile: %w", f, err)
-			}
-			peer.PresharedKey = &psk
+			PublicKey:    pk,
+			Endpoint:     s.remotes[i].endpoint,
+			AllowedIPs:   s.allowedIPs(i),
+			PresharedKey: k.wgPSK[i],
 		}
 		wc.Peers = append(wc.Peers, peer)
 	}
@@ -89,18 +85,6 @@ func wireguardOverhead(s *spec) int {
 		}
 	}
 	return 60
-}
-
-func readKeyFile(path string) (wireguard.Key, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return wireguard.Key{}, fmt.Errorf("cannot read %s: %w", path, err)
-	}
-	k, err := wireguard.ParseKey(strings.TrimSpace(string(b)))
-	if err != nil {
-		return wireguard.Key{}, fmt.Errorf("%s does not hold a base64 key (make one with `wg genpsk`): %w", path, err)
-	}
-	return k, nil
 }
 
 func newVXLAN(s *spec, d transport.Deliverer) (transport.Transport, error) {

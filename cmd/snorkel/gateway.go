@@ -37,6 +37,9 @@ func runGateway(args []string) error {
 		return err
 	}
 	if *check {
+		if err := cfg.Check(); err != nil {
+			return fmt.Errorf("config %s: %w", *cfgPath, err)
+		}
 		fmt.Println("config ok")
 		return nil
 	}

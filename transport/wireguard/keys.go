@@ -71,20 +71,31 @@ func (k Key) Public() Key {
 	return pub
 }
 
+// ReadKeyFile reads a base64 key from path as wg(8) writes one, a private
+// or a preshared key, ignoring the whitespace around it. The error of a
+// missing file wraps fs.ErrNotExist.
+func ReadKeyFile(path string) (Key, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Key{}, fmt.Errorf("wireguard: read key: %w", err)
+	}
+	k, err := ParseKey(string(bytes.TrimSpace(b)))
+	if err != nil {
+		return Key{}, fmt.Errorf("wireguard: key file %s: %w", path, err)
+	}
+	return k, nil
+}
+
 // LoadOrCreateKey reads a base64 private key from path; if the file does not
 // exist it generates one, writes it (mode 0600, parent dirs created) and
 // writes the public key to path+".pub".
 func LoadOrCreateKey(path string) (priv, pub Key, err error) {
-	b, err := os.ReadFile(path)
+	priv, err = ReadKeyFile(path)
 	if err == nil {
-		priv, err = ParseKey(string(bytes.TrimSpace(b)))
-		if err != nil {
-			return Key{}, Key{}, fmt.Errorf("wireguard: key file %s: %w", path, err)
-		}
 		return priv, priv.Public(), nil
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
-		return Key{}, Key{}, fmt.Errorf("wireguard: read key: %w", err)
+		return Key{}, Key{}, err
 	}
 	if priv, err = GenerateKey(); err != nil {
 		return Key{}, Key{}, err

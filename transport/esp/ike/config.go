@@ -111,6 +111,15 @@ type peerSettings struct {
 	initiate          bool
 }
 
+// CheckPSK reports whether psk is long enough to be a pre-shared key, so
+// that a key read from a file is judged as Validate judges Config.PSK.
+func CheckPSK(psk []byte) error {
+	if len(psk) < minPSK {
+		return fmt.Errorf("%d bytes; use at least %d random bytes, the same on every gateway", len(psk), minPSK)
+	}
+	return nil
+}
+
 // Validate reports what is wrong with c, naming the field and the fix, as
 // NewEngine would.
 func (c Config) Validate() error {
@@ -136,8 +145,8 @@ func (c Config) validate() (settings, error) {
 		return s, fmt.Errorf("ike: LocalID: %w; set it to this gateway's FQDN or address", err)
 	}
 	s.localID = id
-	if len(c.PSK) < minPSK {
-		return s, fmt.Errorf("ike: PSK: %d bytes; use at least %d random bytes, the same on every gateway", len(c.PSK), minPSK)
+	if err := CheckPSK(c.PSK); err != nil {
+		return s, fmt.Errorf("ike: PSK: %w", err)
 	}
 	if s.ike, err = offers("IKEProposals", c.IKEProposals, DefaultIKEProposals, protoIKE); err != nil {
 		return s, err
