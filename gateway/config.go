@@ -325,45 +325,105 @@ func (c *Config) build() (*spec, error) {
 // overlapErrors reports CIDRs shared by two clusters: routing by destination
 // would be ambiguous, which is what Globalnet exists to solve. With Globalnet
 // on, only a cluster's own ranges must not overlap each other.
+//
+// Two prefixes overlap only when one contains the other, so after sorting
+// by first address (wider first) each prefix overlaps exactly the prefixes
+// on a stack of those that contain its first address: the work is
+// O(n log n) plus one step per overlap reported. With Globalnet, where
+// clusters may share ranges freely, each cluster is swept on its own so
+// that shared ranges cost nothing.
 func overlapErrors(c *Config) errList {
-	type owned struct {
-		cluster, field string
-		p              netip.Prefix
-	}
-	var all []owned
-	add := func(cluster, base string, pods, svcs []string) {
+	var all []ownedCIDR
+	add := func(cluster string, remote int, pods, svcs []string) {
 		for i, v := range pods {
 			if p, err := netip.ParsePrefix(v); err == nil {
-				all = append(all, owned{cluster, fmt.Sprintf("%s.podCIDRs[%d]", base, i), p.Masked()})
+				all = append(all, ownedCIDR{cluster, remote, false, i, p.Masked(), len(all)})
 			}
 		}
 		for i, v := range svcs {
 			if p, err := netip.ParsePrefix(v); err == nil {
-				all = append(all, owned{cluster, fmt.Sprintf("%s.serviceCIDRs[%d]", base, i), p.Masked()})
+				all = append(all, ownedCIDR{cluster, remote, true, i, p.Masked(), len(all)})
 			}
 		}
 	}
-	add(c.Cluster.ID, "cluster", c.Cluster.PodCIDRs, c.Cluster.ServiceCIDRs)
+	add(c.Cluster.ID, -1, c.Cluster.PodCIDRs, c.Cluster.ServiceCIDRs)
 	for i, r := range c.Remotes {
-		add(r.ID, fmt.Sprintf("remotes[%d]", i), r.PodCIDRs, r.ServiceCIDRs)
+		add(r.ID, i, r.PodCIDRs, r.ServiceCIDRs)
 	}
 	var errs errList
-	for i := range all {
-		for j := i + 1; j < len(all); j++ {
-			a, b := all[i], all[j]
-			if a.p.Overlaps(b.p) {
-				if a.cluster == b.cluster {
-					errs.add(b.field, "%s overlaps %s %s of the same cluster; list each range once", b.p, a.field, a.p)
-					continue
-				}
-				if c.Globalnet != nil {
-					continue
-				}
-				errs.add(b.field, "%s of cluster %q overlaps %s %s of cluster %q; give the clusters distinct CIDRs, or connect them through Globalnet", b.p, b.cluster, a.field, a.p, a.cluster)
-			}
+	report := func(a, b *ownedCIDR) {
+		// The error goes to the later of the two, which a reader going
+		// down the file meets second.
+		if a.order > b.order {
+			a, b = b, a
 		}
+		if a.cluster == b.cluster {
+			errs.add(b.field(), "%s overlaps %s %s of the same cluster; list each range once", b.p, a.field(), a.p)
+			return
+		}
+		errs.add(b.field(), "%s of cluster %q overlaps %s %s of cluster %q; give the clusters distinct CIDRs, or connect them through Globalnet", b.p, b.cluster, a.field(), a.p, a.cluster)
+	}
+	if c.Globalnet == nil {
+		sweepOverlaps(all, report)
+		return errs
+	}
+	slices.SortStableFunc(all, func(a, b ownedCIDR) int { return strings.Compare(a.cluster, b.cluster) })
+	for len(all) > 0 {
+		n := 1
+		for n < len(all) && all[n].cluster == all[0].cluster {
+			n++
+		}
+		sweepOverlaps(all[:n], report)
+		all = all[n:]
 	}
 	return errs
+}
+
+// ownedCIDR is a CIDR of the configuration and where it was written.
+type ownedCIDR struct {
+	cluster string
+	remote  int // -1 for the local cluster
+	service bool
+	index   int
+	p       netip.Prefix
+	order   int // position in the configuration
+}
+
+// field names where the CIDR was written; it is formatted only for an
+// error, as a configuration may hold tens of thousands of CIDRs.
+func (o *ownedCIDR) field() string {
+	base, list := "cluster", "podCIDRs"
+	if o.remote >= 0 {
+		base = fmt.Sprintf("remotes[%d]", o.remote)
+	}
+	if o.service {
+		list = "serviceCIDRs"
+	}
+	return fmt.Sprintf("%s.%s[%d]", base, list, o.index)
+}
+
+// sweepOverlaps calls report once for every pair of overlapping CIDRs in
+// cidrs, which it sorts.
+func sweepOverlaps(cidrs []ownedCIDR, report func(a, b *ownedCIDR)) {
+	slices.SortFunc(cidrs, func(a, b ownedCIDR) int {
+		if c := a.p.Addr().Compare(b.p.Addr()); c != 0 {
+			return c
+		}
+		return a.p.Bits() - b.p.Bits()
+	})
+	// open holds the CIDRs that contain the first address of the one
+	// being visited, each containing the next.
+	var open []*ownedCIDR
+	for i := range cidrs {
+		cur := &cidrs[i]
+		for len(open) > 0 && !open[len(open)-1].p.Contains(cur.p.Addr()) {
+			open = open[:len(open)-1]
+		}
+		for _, o := range open {
+			report(o, cur)
+		}
+		open = append(open, cur)
+	}
 }
 
 // parseCIDRs parses the list at field, reporting each bad entry.
