@@ -2,15 +2,24 @@ package broker
 
 import (
 	"bytes"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"maps"
+	"net/url"
 	"os"
 	"slices"
+	"strings"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
+
+	"github.com/snorkel-net/snorkel/transport/esp/ike"
 )
 
 // InfoFileName is the name subctl and Snorkel give the broker information
@@ -63,9 +72,27 @@ func (in *Info) Encode() ([]byte, error) {
 	return out, nil
 }
 
+// infoFix is what to do about a broker-info.subm that cannot be used.
+const infoFix = "write the file again with `snorkel deploy-broker` (or `subctl deploy-broker`), or recover the one it wrote"
+
 // DecodeInfo parses a broker-info.subm file's content and checks that it has
-// what a member needs to join.
+// what a member needs to join. Its errors name the file InfoFileName; see
+// ReadInfoFile.
 func DecodeInfo(data []byte) (*Info, error) {
+	return decodeInfo(data, InfoFileName)
+}
+
+// ReadInfoFile reads and decodes a broker-info.subm file. Every error names
+// path and, where one is to blame, the field.
+func ReadInfoFile(path string) (*Info, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("broker info: %w", err)
+	}
+	return decodeInfo(b, path)
+}
+
+func decodeInfo(data []byte, name string) (*Info, error) {
 	data = bytes.TrimSpace(data)
 	var raw []byte
 	var err error
@@ -75,29 +102,68 @@ func DecodeInfo(data []byte) (*Info, error) {
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("not a broker-info.subm file: its content is not base64 (%w); use the file `snorkel deploy-broker` or `subctl deploy-broker` wrote", err)
+		return nil, &infoError{file: name, problems: []error{fmt.Errorf("not a broker-info.subm file: its content is not base64 (%w)", err)}}
 	}
 	in := &Info{}
 	if err := json.Unmarshal(raw, in); err != nil {
-		return nil, fmt.Errorf("not a broker-info.subm file: its decoded content is not the expected JSON (%w); use the file `snorkel deploy-broker` or `subctl deploy-broker` wrote", err)
+		return nil, &infoError{file: name, problems: []error{jsonFieldError(raw, err)}}
 	}
-	if err := in.Validate(); err != nil {
-		return nil, err
+	if errs := in.problems(); len(errs) > 0 {
+		return nil, &infoError{file: name, problems: errs}
 	}
 	return in, nil
 }
 
-// ReadInfoFile reads and decodes a broker-info.subm file.
-func ReadInfoFile(path string) (*Info, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("broker info: %w", err)
+// infoError is what is wrong with a broker-info.subm file: each problem
+// names its field.
+type infoError struct {
+	file     string
+	problems []error
+}
+
+func (e *infoError) Error() string {
+	lines := make([]string, len(e.problems))
+	for i, p := range e.problems {
+		lines[i] = e.file + ": " + p.Error()
 	}
-	in, err := DecodeInfo(b)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+	return strings.Join(lines, "\n") + "; " + infoFix
+}
+
+func (e *infoError) Unwrap() []error { return e.problems }
+
+// jsonFieldError names the field of raw that did not decode into an Info.
+// encoding/json names it only for a type mismatch, not for bad base64 in a
+// Secret's data, so each member is decoded alone until one fails, and
+// within a Secret each data key.
+func jsonFieldError(raw []byte, err error) error {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(raw, &obj) != nil {
+		return fmt.Errorf("not a broker-info.subm file: its decoded content is not the expected JSON object (%w)", err)
 	}
-	return in, nil
+	for _, k := range slices.Sorted(maps.Keys(obj)) {
+		one, _ := json.Marshal(map[string]json.RawMessage{k: obj[k]})
+		ferr := json.Unmarshal(one, &Info{})
+		if ferr == nil {
+			continue
+		}
+		var secret struct {
+			Data map[string]json.RawMessage `json:"data"`
+		}
+		if json.Unmarshal(obj[k], &secret) == nil {
+			for _, dk := range slices.Sorted(maps.Keys(secret.Data)) {
+				var b []byte
+				if derr := json.Unmarshal(secret.Data[dk], &b); derr != nil {
+					return fmt.Errorf("%s.data.%s: not base64 (%w)", k, dk, derr)
+				}
+			}
+		}
+		var te *json.UnmarshalTypeError
+		if errors.As(ferr, &te) && te.Field != "" {
+			return fmt.Errorf("%s: a JSON %s where a %s belongs", te.Field, te.Value, te.Type)
+		}
+		return fmt.Errorf("%s: %w", k, ferr)
+	}
+	return fmt.Errorf("not a broker-info.subm file: its decoded content is not the expected JSON (%w)", err)
 }
 
 // WriteFile writes the encoded Info to path, readable by its owner only: it
@@ -117,28 +183,95 @@ func (in *Info) WriteFile(path string) error {
 	return nil
 }
 
-// Validate checks that the fields a member needs to join are present.
+// Validate checks that the fields a member needs to join are present and
+// usable.
 func (in *Info) Validate() error {
+	if errs := in.problems(); len(errs) > 0 {
+		return &infoError{file: "broker info", problems: errs}
+	}
+	return nil
+}
+
+// problems lists what is wrong with in, each naming its field. No secret
+// value appears in them.
+func (in *Info) problems() []error {
 	var errs []error
 	if in.BrokerURL == "" {
-		errs = append(errs, errors.New("brokerURL is empty: the file does not say where the broker is"))
+		errs = append(errs, errors.New("brokerURL: empty: the file does not say where the broker is"))
+	} else if err := checkURL(in.BrokerURL); err != nil {
+		errs = append(errs, fmt.Errorf("brokerURL: %q is not the URL of an API server (%v)", in.BrokerURL, err))
 	}
 	switch {
 	case in.ClientToken == nil:
-		errs = append(errs, errors.New("ClientToken is missing: the file holds no credentials for the broker"))
+		errs = append(errs, errors.New("ClientToken: missing: the file holds no credentials for the broker"))
 	default:
-		if len(in.ClientToken.Data[tokenKey]) == 0 {
-			errs = append(errs, errors.New("ClientToken.data.token is empty: the file holds no credentials for the broker"))
+		token := in.ClientToken.Data[tokenKey]
+		switch {
+		case len(token) == 0:
+			errs = append(errs, errors.New("ClientToken.data.token: empty: the file holds no credentials for the broker"))
+		case bytes.ContainsFunc(token, func(r rune) bool { return r <= ' ' || r == 0x7f || r == utf8.RuneError }):
+			errs = append(errs, errors.New("ClientToken.data.token: holds spaces or control characters, which a bearer token cannot"))
 		}
-		if len(in.ClientToken.Data[namespaceKey]) == 0 {
-			errs = append(errs, errors.New("ClientToken.data.namespace is empty: the file does not name the broker namespace"))
+		if ns := string(in.ClientToken.Data[namespaceKey]); ns == "" {
+			errs = append(errs, errors.New("ClientToken.data.namespace: empty: the file does not name the broker namespace"))
+		} else if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("ClientToken.data.namespace: %q is not a namespace name: %s", ns, strings.Join(msgs, "; ")))
+		}
+		if ca := in.ClientToken.Data[caKey]; len(ca) > 0 {
+			if err := checkCA(ca); err != nil {
+				errs = append(errs, fmt.Errorf("ClientToken.data.ca.crt: not a PEM certificate: %w", err))
+			}
 		}
 	}
-	if in.IPSecPSK == nil || len(in.IPSecPSK.Data[pskKey]) == 0 {
-		errs = append(errs, errors.New("IPSecPSK.data.psk is empty: the file holds no pre-shared key for the clusterset"))
+	switch {
+	case in.IPSecPSK == nil || len(in.IPSecPSK.Data[pskKey]) == 0:
+		errs = append(errs, errors.New("IPSecPSK.data.psk: empty: the file holds no pre-shared key for the clusterset"))
+	default:
+		if err := ike.CheckPSK([]byte(in.PSK())); err != nil {
+			errs = append(errs, fmt.Errorf("IPSecPSK.data.psk: a %d-byte key is too short: its base64 form, which the gateways use, has %w", len(in.IPSecPSK.Data[pskKey]), err))
+		}
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("broker info: %w; write the file again with `snorkel deploy-broker`", errors.Join(errs...))
+	return errs
+}
+
+// checkURL reports whether u can be a rest.Config's Host: an https or http
+// URL, or a bare host:port, which client-go reads as https.
+func checkURL(u string) error {
+	if !strings.Contains(u, "://") {
+		u = "https://" + u
+	}
+	p, err := url.Parse(u)
+	switch {
+	case err != nil:
+		return err
+	case p.Scheme != "https" && p.Scheme != "http":
+		return fmt.Errorf("scheme %q, want https", p.Scheme)
+	case p.Host == "":
+		return errors.New("no host")
+	}
+	return nil
+}
+
+// checkCA reports whether ca is what client-go needs of CAData: PEM
+// certificates, at least one, each of which parses.
+func checkCA(ca []byte) error {
+	n := 0
+	for rest := ca; ; {
+		var b *pem.Block
+		b, rest = pem.Decode(rest)
+		if b == nil {
+			break
+		}
+		if b.Type != "CERTIFICATE" {
+			return fmt.Errorf("a PEM block of type %q, want CERTIFICATE", b.Type)
+		}
+		if _, err := x509.ParseCertificate(b.Bytes); err != nil {
+			return err
+		}
+		n++
+	}
+	if n == 0 {
+		return errors.New("no PEM block in it")
 	}
 	return nil
 }
