@@ -32,8 +32,5 @@ func TestLabKube(t *testing.T) {
 			t.Errorf("the output lacks %q", want)
 		}
 	}
-	checkNoLeftovers(t, prefix)
-	if _, err := os.Stat(state); !os.IsNotExist(err) {
-		t.Errorf("state dir %s left after a clean pass", state)
-	}
+	checkNoLeftovers(t, prefix, state)
 }

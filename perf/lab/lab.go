@@ -385,7 +385,7 @@ const gatewayStopTimeout = 5 * time.Second
 // configs, keys), and the directory if nothing else is in it. Call it after
 // Close.
 func (l *Lab) Clean() error {
-	paths := []string{l.diagnosticsPath(), DNSDFile(l.StateDir), l.Topo.LogPath(dnsdProcess)}
+	paths := []string{l.diagnosticsPath(), DNSDFile(l.StateDir), PSKFile(l.StateDir), l.Topo.LogPath(dnsdProcess)}
 	for _, c := range l.Plan.Clusters {
 		k := KeyFile(l.StateDir, c.Spec.ID)
 		paths = append(paths, ConfigFile(l.StateDir, c.Spec.ID), k, k+".pub", l.Topo.LogPath(gatewayProcess(c.Spec.ID)), l.Topo.LogPath(agentProcess(c.Spec.ID)))

@@ -3,7 +3,9 @@ package lab
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,8 +35,10 @@ func testPrefix(tag string) string {
 	return fmt.Sprintf("t%d%s-", os.Getpid()%100000, tag)
 }
 
-// checkNoLeftovers fails the test if namespaces with prefix remain.
-func checkNoLeftovers(t *testing.T, prefix string) {
+// checkNoLeftovers fails the test if namespaces with prefix remain, or,
+// unless stateDir is empty, anything in stateDir: a lab torn down and
+// cleaned leaves neither.
+func checkNoLeftovers(t *testing.T, prefix, stateDir string) {
 	t.Helper()
 	left, err := topo.List(prefix)
 	if err != nil {
@@ -47,6 +51,28 @@ func checkNoLeftovers(t *testing.T, prefix string) {
 				t.Errorf("ip netns delete %s: %v: %s", n, err, out)
 			}
 		}
+	}
+	if stateDir == "" {
+		return
+	}
+	var files []string
+	err = filepath.WalkDir(stateDir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if path != stateDir {
+			files = append(files, strings.TrimPrefix(path, stateDir+"/"))
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		t.Error(err)
+	}
+	switch {
+	case len(files) > 0:
+		t.Errorf("left behind in the state dir %s: %s", stateDir, strings.Join(files, ", "))
+	case err == nil:
+		t.Errorf("state dir %s left behind, empty", stateDir)
 	}
 }
 
@@ -79,7 +105,7 @@ func TestTopologyWithKernelRouting(t *testing.T) {
 				t.Error(err)
 			}
 		}
-		checkNoLeftovers(t, prefix)
+		checkNoLeftovers(t, prefix, "")
 	})
 
 	var out bytes.Buffer
@@ -148,14 +174,7 @@ func TestTopologyWithKernelRouting(t *testing.T) {
 	if err := l.Clean(); err != nil {
 		t.Error(err)
 	}
-	if _, err := os.Stat(dir); !os.IsNotExist(err) {
-		ents, _ := os.ReadDir(dir)
-		var names []string
-		for _, e := range ents {
-			names = append(names, e.Name())
-		}
-		t.Errorf("state dir not empty after Clean: %s", strings.Join(names, ", "))
-	}
+	checkNoLeftovers(t, prefix, dir)
 }
 
 func TestUpRefusesASecondLabInTheSameStateDir(t *testing.T) {
@@ -168,7 +187,7 @@ func TestUpRefusesASecondLabInTheSameStateDir(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "lab down") {
 		t.Errorf("Up over a recorded lab: %v, want ErrAlreadyUp with a hint to run lab down", err)
 	}
-	checkNoLeftovers(t, testPrefix("d"))
+	checkNoLeftovers(t, testPrefix("d"), "")
 }
 
 // TestUpFailureTearsDownAndNamesTheLog starts "gateways" that exit at once:
@@ -198,7 +217,7 @@ func TestUpFailureTearsDownAndNamesTheLog(t *testing.T) {
 			t.Errorf("error lacks %q:\n%s", want, msg)
 		}
 	}
-	checkNoLeftovers(t, prefix)
+	checkNoLeftovers(t, prefix, "")
 	if _, err := os.Stat(filepath.Join(dir, labFile)); !os.IsNotExist(err) {
 		t.Errorf("%s still records a lab after a failed Up", labFile)
 	}
