@@ -25,7 +25,14 @@ const (
 	fmtInvalidResponse   = "Received invalid response message from %s"
 	fmtHandshakeReplay   = "%v - ConsumeMessageInitiation: handshake replay @ %v"
 	fmtHandshakeFlood    = "%v - ConsumeMessageInitiation: handshake flood"
-	fmtUnknownMessage    = "Received message with unknown type"
+	fmtInvalidCookie     = "Could not decrypt invalid cookie response"
+)
+
+// Lines after which a peer's endpoint may have moved to the handshake's
+// source (WireGuard paper §6.5).
+const (
+	fmtGotInitiation = "%v - Received handshake initiation"
+	fmtGotResponse   = "%v - Received handshake response"
 )
 
 // errorInterval is the least time between two error lines logged from the
@@ -40,6 +47,12 @@ type logSink struct {
 	// peers maps the device's peers to their index in Config.Peers. It is
 	// stored once the peers exist and never changed.
 	peers atomic.Pointer[map[*device.Peer]int]
+	// refined counts replay and flood lines whose "invalid initiation" line,
+	// which the device logs next for the same message, is still to come.
+	refined atomic.Int64
+	// handshook is signalled, without blocking, after each completed
+	// handshake.
+	handshook chan struct{}
 
 	mu         sync.Mutex
 	lastError  time.Time
@@ -60,18 +73,42 @@ func (s *logSink) verbosef(format string, args ...any) {
 		s.drops.add(s.peerIndex(args), reasonBadIPVersion, 1)
 	case fmtBadIPVersionTx:
 		s.drops.add(transport.PeerAny, reasonBadIPVersion, 1)
-	case fmtInvalidMAC1, fmtInvalidInitiation, fmtInvalidResponse:
+	case fmtInvalidMAC1, fmtInvalidResponse, fmtInvalidCookie:
 		s.drops.add(transport.PeerAny, reasonHandshakeInvalid, 1)
+	case fmtInvalidInitiation:
+		// The initiation was counted by its replay or flood line if
+		// one came first. Another worker's line may take the claim, but
+		// each claim stands for one line, so the totals come out exact.
+		for {
+			c := s.refined.Load()
+			if c == 0 {
+				s.drops.add(transport.PeerAny, reasonHandshakeInvalid, 1)
+				break
+			}
+			if s.refined.CompareAndSwap(c, c-1) {
+				break
+			}
+		}
 	case fmtHandshakeReplay:
+		s.refined.Add(1)
 		s.drops.add(s.peerIndex(args), reasonHandshakeReplay, 1)
 	case fmtHandshakeFlood:
+		s.refined.Add(1)
 		s.drops.add(s.peerIndex(args), reasonHandshakeFlood, 1)
-	case fmtUnknownMessage:
-		s.drops.add(transport.PeerAny, reasonUnknownMessage, 1)
-	default:
-		if s.log.Enabled(context.Background(), slog.LevelDebug) {
-			s.log.Debug(fmt.Sprintf(format, args...))
+	case fmtGotInitiation, fmtGotResponse:
+		select {
+		case s.handshook <- struct{}{}:
+		default:
 		}
+		s.debug(format, args)
+	default:
+		s.debug(format, args)
+	}
+}
+
+func (s *logSink) debug(format string, args []any) {
+	if s.log.Enabled(context.Background(), slog.LevelDebug) {
+		s.log.Debug(fmt.Sprintf(format, args...))
 	}
 }
 

@@ -40,7 +40,8 @@ func TestDropFormatsOccurInWireguardGo(t *testing.T) {
 	for _, format := range []string{
 		fmtSpoofedV4, fmtSpoofedV6, fmtBadIPVersionRx, fmtBadIPVersionTx,
 		fmtInvalidMAC1, fmtInvalidInitiation, fmtInvalidResponse,
-		fmtHandshakeReplay, fmtHandshakeFlood, fmtUnknownMessage,
+		fmtHandshakeReplay, fmtHandshakeFlood, fmtInvalidCookie,
+		fmtGotInitiation, fmtGotResponse,
 	} {
 		if !strings.Contains(src.String(), strconv.Quote(format)) {
 			t.Errorf("wireguard-go no longer logs %q; its drops are not counted", format)
