@@ -22,8 +22,25 @@ const (
 	ReasonHandshakeReplay = "handshake_replay"
 	// ReasonHandshakeFlood: a peer initiated handshakes faster than allowed.
 	ReasonHandshakeFlood = "handshake_flood"
-	// ReasonUnknownMessage: a UDP datagram on the port is not WireGuard.
+	// ReasonUnknownMessage: a datagram of 32 bytes or more whose first four
+	// bytes are not one of WireGuard's four message types (1..4 with three
+	// zero reserved bytes).
 	ReasonUnknownMessage = "unknown_message"
+	// ReasonTooShort: a datagram shorter than the smallest WireGuard message,
+	// a 32-byte keepalive.
+	ReasonTooShort = "too_short"
+	// ReasonBadSize: a handshake initiation, response or cookie reply whose
+	// length is not that message's fixed length.
+	ReasonBadSize = "bad_size"
+	// ReasonBadMAC1: a handshake initiation or response whose mac1 was not
+	// computed with this gateway's public key.
+	ReasonBadMAC1 = "bad_mac1"
+	// ReasonUnknownIndex: a response, cookie reply or transport message whose
+	// receiver index is none this gateway has handed out.
+	ReasonUnknownIndex = "unknown_index"
+	// ReasonUnderLoad: a handshake message the device refused while under
+	// load, answering with a cookie reply instead.
+	ReasonUnderLoad = "under_load"
 )
 
 type reason int
@@ -36,6 +53,11 @@ const (
 	reasonHandshakeReplay
 	reasonHandshakeFlood
 	reasonUnknownMessage
+	reasonTooShort
+	reasonBadSize
+	reasonBadMAC1
+	reasonUnknownIndex
+	reasonUnderLoad
 	numReasons
 )
 
@@ -47,6 +69,11 @@ var reasonNames = [numReasons]string{
 	reasonHandshakeReplay:  ReasonHandshakeReplay,
 	reasonHandshakeFlood:   ReasonHandshakeFlood,
 	reasonUnknownMessage:   ReasonUnknownMessage,
+	reasonTooShort:         ReasonTooShort,
+	reasonBadSize:          ReasonBadSize,
+	reasonBadMAC1:          ReasonBadMAC1,
+	reasonUnknownIndex:     ReasonUnknownIndex,
+	reasonUnderLoad:        ReasonUnderLoad,
 }
 
 // dropCounters holds one counter per peer and reason; the last row is for

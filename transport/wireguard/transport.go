@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 
@@ -29,6 +30,7 @@ type Transport struct {
 	dev      *device.Device
 	pipe     *pipe
 	drops    *dropCounters
+	filter   *filter
 	overhead int
 	port     uint16
 	peerKeys []Key
@@ -39,8 +41,12 @@ type Transport struct {
 	// uapiClosing tells the accept loop that its listener fails because
 	// Close closed it.
 	uapiClosing atomic.Bool
-	closeOnce   sync.Once
-	closeErr    error
+	// stopWatch ends the goroutine that follows the peers' endpoints;
+	// watchDone is closed when it has.
+	stopWatch chan struct{}
+	watchDone chan struct{}
+	closeOnce sync.Once
+	closeErr  error
 }
 
 var (
@@ -82,9 +88,11 @@ func New(cfg Config, d transport.Deliverer) (*Transport, error) {
 			t.overhead = overheadIPv6
 		}
 	}
-	sink := &logSink{log: log, drops: t.drops}
+	sink := &logSink{log: log, drops: t.drops, handshook: make(chan struct{}, 1)}
 	t.pipe = newPipe(name, cfg.MTU, d, t.drops)
-	t.dev = device.NewDevice(t.pipe, conn.NewDefaultBind(), sink.deviceLogger())
+	t.filter = newFilter(cfg.PrivateKey.Public(), t.drops)
+	bind := &filterBind{Bind: conn.NewDefaultBind(), f: t.filter}
+	t.dev = device.NewDevice(t.pipe, bind, sink.deviceLogger())
 
 	// The device is down while it is configured, so listen_port only records
 	// the port and Up opens the socket.
@@ -113,10 +121,11 @@ func New(cfg Config, d transport.Deliverer) (*Transport, error) {
 		return nil, err
 	}
 	t.port = port
+	t.watchEndpoints(sink.handshook, log)
 
 	if cfg.UAPIName != "" {
 		if err := t.serveUAPI(cfg.UAPIName, log); err != nil {
-			t.dev.Close()
+			t.Close()
 			return nil, err
 		}
 	}
@@ -151,7 +160,43 @@ func (t *Transport) Drops() []transport.Drop { return t.drops.snapshot() }
 func (t *Transport) Close() error {
 	t.closeOnce.Do(func() {
 		t.closeErr = t.closeUAPI()
+		close(t.stopWatch)
+		<-t.watchDone
 		t.dev.Close()
 	})
 	return t.closeErr
+}
+
+// watchEndpoints keeps the filter's endpoint map, by which it names the peer
+// a dropped datagram came from, in step with the device: it reads the
+// endpoints now and again after each handshake, when the device moves a
+// peer's endpoint to the handshake's source (WireGuard paper §6.5). A peer
+// that roams by transport messages alone is named after its next handshake.
+func (t *Transport) watchEndpoints(handshook <-chan struct{}, log *slog.Logger) {
+	t.stopWatch = make(chan struct{})
+	t.watchDone = make(chan struct{})
+	read := func() {
+		st, err := t.Peers()
+		if err != nil {
+			log.Warn("cannot read peer endpoints; drops are not attributed to peers", "err", err)
+			return
+		}
+		eps := make([]netip.AddrPort, len(st))
+		for i, s := range st {
+			eps[i] = s.Endpoint
+		}
+		t.filter.setEndpoints(eps)
+	}
+	read()
+	go func() {
+		defer close(t.watchDone)
+		for {
+			select {
+			case <-handshook:
+				read()
+			case <-t.stopWatch:
+				return
+			}
+		}
+	}()
 }

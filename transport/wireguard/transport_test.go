@@ -127,20 +127,23 @@ func TestWrongPublicKeyDeliversNothing(t *testing.T) {
 		name    string
 		mutateA func(*Config)
 		mutateB func(*Config)
+		// reason is bad_mac1 where the sender keyed mac1 with a wrong
+		// key, and handshake_invalid where only the device can tell.
+		reason string
 	}{
-		{"sender has a wrong key for the receiver", func(c *Config) { c.Peers[0].PublicKey = other.Public() }, nil},
-		{"receiver has a wrong key for the sender", nil, func(c *Config) { c.Peers[0].PublicKey = other.Public() }},
+		{"sender has a wrong key for the receiver", func(c *Config) { c.Peers[0].PublicKey = other.Public() }, nil, ReasonBadMAC1},
+		{"receiver has a wrong key for the sender", nil, func(c *Config) { c.Peers[0].PublicKey = other.Public() }, ReasonHandshakeInvalid},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := newPair(t, tt.mutateA, tt.mutateB)
 			sendPackets(t, p.a, hostA, hostB, 4, 500, 1)
 			deadline := time.Now().Add(settle)
-			for dropCount(p.b.Drops(), transport.PeerAny, ReasonHandshakeInvalid) == 0 && time.Now().Before(deadline) {
+			for dropCount(p.b.Drops(), transport.PeerAny, tt.reason) == 0 && time.Now().Before(deadline) {
 				time.Sleep(10 * time.Millisecond)
 			}
-			if c := dropCount(p.b.Drops(), transport.PeerAny, ReasonHandshakeInvalid); c == 0 {
-				t.Errorf("B counted no handshake_invalid drops; drops: %v", p.b.Drops())
+			if c := dropCount(p.b.Drops(), transport.PeerAny, tt.reason); c == 0 {
+				t.Errorf("B counted no %s drops; drops: %v", tt.reason, p.b.Drops())
 			}
 			time.Sleep(200 * time.Millisecond)
 			if n := p.cb.count(); n != 0 {
