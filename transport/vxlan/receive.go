@@ -23,6 +23,8 @@ func (t *Transport) receive(bufs [][]byte, sizes []int, srcs []netip.AddrPort) {
 	s := t.rxPool.Get().(*rxScratch)
 	for i, b := range bufs {
 		if sizes[i] == 0 {
+			// An empty datagram, whose sender the bind does not report.
+			t.drops.add(transport.PeerAny, dropShort)
 			continue
 		}
 		p, ok := t.cfg.byAddr[srcs[i].Addr()]
