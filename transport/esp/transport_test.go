@@ -16,7 +16,7 @@ import (
 
 	"github.com/snorkel-net/snorkel/transport"
 	"github.com/snorkel-net/snorkel/transport/esp/ike"
-	"github.com/snorkel-net/snorkel/transport/internal/allocstest"
+	"github.com/snorkel-net/snorkel/transport/internal/transporttest"
 	"github.com/snorkel-net/snorkel/transport/udp"
 )
 
@@ -419,7 +419,7 @@ func TestSendAndReceiveAllocateNothing(t *testing.T) {
 		for i := range bufs {
 			bufs[i] = withHeadroom(pkt)
 		}
-		if n := allocstest.Fewest(100, func() {
+		if n := transporttest.FewestAllocs(100, func() {
 			for i := range bufs {
 				bufs[i] = bufs[i][:transport.Headroom+len(pkt)]
 			}
@@ -442,7 +442,7 @@ func TestSendAndReceiveAllocateNothing(t *testing.T) {
 		}
 		sa := (*tr.inbound.Load())[c.InSPI]
 		bufs = make([][]byte, len(d.bufs))
-		if n := allocstest.Fewest(100, func() {
+		if n := transporttest.FewestAllocs(100, func() {
 			for i := range bufs {
 				bufs[i] = d.bufs[i]
 				copy(bufs[i], full[i])

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/snorkel-net/snorkel/transport"
-	"github.com/snorkel-net/snorkel/transport/internal/allocstest"
+	"github.com/snorkel-net/snorkel/transport/internal/transporttest"
 )
 
 // settle bounds a wait for datagrams over loopback, which take
@@ -199,7 +199,7 @@ func TestSendAllocatesNothing(t *testing.T) {
 		bufs[i] = make([]byte, 100, transport.BufSize)
 	}
 	dst := loopback(rx.Port())
-	allocs := allocstest.Fewest(100, func() {
+	allocs := transporttest.FewestAllocs(100, func() {
 		for i := range bufs {
 			bufs[i] = bufs[i][:100]
 		}

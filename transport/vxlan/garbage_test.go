@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/snorkel-net/snorkel/transport"
+	"github.com/snorkel-net/snorkel/transport/internal/transporttest"
 )
 
 // TestGarbageIsCountedExactly sends malformed datagrams from a stranger and
@@ -99,19 +100,8 @@ func TestGarbageIsCountedExactly(t *testing.T) {
 	}
 	checkDrops := func(when string) {
 		t.Helper()
-		got := make(map[transport.Drop]uint64)
-		for _, d := range b.Drops() {
-			got[transport.Drop{Peer: d.Peer, Reason: d.Reason}] = d.Count
-		}
-		for k, n := range want {
-			if got[k] != n {
-				t.Errorf("%s: B counts %d %s drops for peer %d, want %d", when, got[k], k.Reason, k.Peer, n)
-			}
-		}
-		for k, n := range got {
-			if _, ok := want[k]; !ok {
-				t.Errorf("%s: B counts %d %s drops for peer %d, want none", when, n, k.Reason, k.Peer)
-			}
+		for _, d := range transporttest.DropsDiff(b.Drops(), want) {
+			t.Errorf("%s: B counts %s", when, d)
 		}
 	}
 	checkDrops("after the garbage")

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/snorkel-net/snorkel/transport"
-	"github.com/snorkel-net/snorkel/transport/internal/allocstest"
+	"github.com/snorkel-net/snorkel/transport/internal/transporttest"
 	"github.com/snorkel-net/snorkel/transport/udp"
 )
 
@@ -314,7 +314,7 @@ func TestSendAndReceiveAllocateNothing(t *testing.T) {
 	for i := range bufs {
 		bufs[i] = withHeadroom(pkt)
 	}
-	if n := allocstest.Fewest(100, func() {
+	if n := transporttest.FewestAllocs(100, func() {
 		if err := tr.Send(0, bufs, transport.Headroom); err != nil {
 			t.Fatal(err)
 		}
@@ -335,7 +335,7 @@ func TestSendAndReceiveAllocateNothing(t *testing.T) {
 		}
 		full[i], sizes[i], srcs[i] = socketBuf(f), len(f), local(ports[1])
 	}
-	if n := allocstest.Fewest(100, func() {
+	if n := transporttest.FewestAllocs(100, func() {
 		copy(rx, full)
 		copy(rx[len(rx)-1][rxOffset:], arp)
 		tr.receive(rx, sizes, srcs)

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/snorkel-net/snorkel/transport"
-	"github.com/snorkel-net/snorkel/transport/internal/allocstest"
+	"github.com/snorkel-net/snorkel/transport/internal/transporttest"
 	"golang.zx2c4.com/wireguard/conn"
 )
 
@@ -41,7 +41,7 @@ func TestReceiveFilterDoesNotAllocate(t *testing.T) {
 		return len(bufs), nil
 	}
 	r := &receiver{recv: recv, f: f, mac: f.newMacer()}
-	if allocs := allocstest.Fewest(1000, func() { r.receive(batch, sizes, eps) }); allocs != 0 {
+	if allocs := transporttest.FewestAllocs(1000, func() { r.receive(batch, sizes, eps) }); allocs != 0 {
 		t.Errorf("filtering a batch allocates %v times", allocs)
 	}
 	wantSizes := []int{0, 0, 148, 0, 0, 1000}

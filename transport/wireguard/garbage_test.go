@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/snorkel-net/snorkel/transport"
+	"github.com/snorkel-net/snorkel/transport/internal/transporttest"
 	"golang.org/x/crypto/blake2s"
 )
 
@@ -141,19 +142,8 @@ func TestGarbageIsCountedExactly(t *testing.T) {
 	}
 	checkDrops := func(when string) {
 		t.Helper()
-		got := make(map[transport.Drop]uint64)
-		for _, d := range p.b.Drops() {
-			got[transport.Drop{Peer: d.Peer, Reason: d.Reason}] = d.Count
-		}
-		for k, n := range want {
-			if got[k] != n {
-				t.Errorf("%s: B counts %d %s drops for peer %d, want %d", when, got[k], k.Reason, k.Peer, n)
-			}
-		}
-		for k, n := range got {
-			if _, ok := want[k]; !ok {
-				t.Errorf("%s: B counts %d %s drops for peer %d, want none", when, n, k.Reason, k.Peer)
-			}
+		for _, d := range transporttest.DropsDiff(p.b.Drops(), want) {
+			t.Errorf("%s: B counts %s", when, d)
 		}
 	}
 	checkDrops("after the garbage")
