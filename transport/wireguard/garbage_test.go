@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/netip"
 	"testing"
-	"time"
 
 	"github.com/snorkel-net/snorkel/transport"
 	"github.com/snorkel-net/snorkel/transport/internal/transporttest"
@@ -123,23 +122,7 @@ func TestGarbageIsCountedExactly(t *testing.T) {
 		}
 	}
 
-	total := func() uint64 {
-		var n uint64
-		for _, d := range p.b.Drops() {
-			n += d.Count
-		}
-		return n
-	}
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(settle)
-	for total() < uint64(sent) {
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("B counted %d drops within %v, want %d: %v", total(), settle, sent, p.b.Drops())
-		}
-	}
+	transporttest.WaitForDrops(t, p.b, uint64(sent), settle)
 	checkDrops := func(when string) {
 		t.Helper()
 		for _, d := range transporttest.DropsDiff(p.b.Drops(), want) {

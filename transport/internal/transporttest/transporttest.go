@@ -5,6 +5,7 @@ package transporttest
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/snorkel-net/snorkel/transport"
 )
@@ -43,4 +44,27 @@ func DropsDiff(got []transport.Drop, want map[transport.Drop]uint64) []string {
 		}
 	}
 	return diffs
+}
+
+// WaitForDrops waits until dc has counted n drops in all, checking every
+// 10 ms, and fails t if that has not happened within.
+func WaitForDrops(t testing.TB, dc transport.DropCounter, n uint64, within time.Duration) {
+	t.Helper()
+	total := func() uint64 {
+		var s uint64
+		for _, d := range dc.Drops() {
+			s += d.Count
+		}
+		return s
+	}
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(within)
+	for total() < n {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("%d drops counted within %v, want %d: %v", total(), within, n, dc.Drops())
+		}
+	}
 }
