@@ -9,6 +9,7 @@ import (
 	"os"
 	"syscall"
 
+	"github.com/snorkel-net/snorkel/transport"
 	"github.com/snorkel-net/snorkel/transport/esp/ike"
 	"github.com/snorkel-net/snorkel/transport/udp"
 	"github.com/snorkel-net/snorkel/transport/wireguard"
@@ -48,7 +49,7 @@ func (s *spec) readKeys(errs *errList, create bool) keys {
 	c := s.cfg
 	var k keys
 	switch c.Transport.Type {
-	case TransportWireGuard:
+	case transport.WireGuard:
 		path := c.Transport.WireGuard.PrivateKeyFile
 		var err error
 		if create {
@@ -72,7 +73,7 @@ func (s *spec) readKeys(errs *errList, create bool) keys {
 			}
 			k.wgPSK[i] = &psk
 		}
-	case TransportESP:
+	case transport.ESP:
 		e := c.Transport.ESP
 		k.espPSK = []byte(e.PSK) // its length is judged by Validate
 		if e.PSKFile == "" {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/snorkel-net/snorkel/transport"
 	"github.com/snorkel-net/snorkel/transport/udp"
 )
 
@@ -60,7 +61,7 @@ func TestCheckPassesAGoodConfigAndLeavesNoTrace(t *testing.T) {
 		}},
 		{"vxlan", func() Config {
 			c := validConfig()
-			c.Transport = TransportConfig{Type: TransportVXLAN}
+			c.Transport = TransportConfig{Type: transport.VXLAN}
 			c.Remotes[0].WireGuard = nil
 			return c
 		}},

@@ -8,13 +8,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-)
 
-// Transport names accepted in Config.Transport.Type.
-const (
-	TransportWireGuard = "wireguard"
-	TransportVXLAN     = "vxlan"
-	TransportESP       = "esp"
+	"github.com/snorkel-net/snorkel/transport"
 )
 
 // Defaults applied by Validate where a field is left empty.
@@ -24,9 +19,6 @@ const (
 	DefaultUnderlayMTU = 1500
 	DefaultTUNName     = "snorkel0"
 )
-
-// Transports lists the valid values of Config.Transport.Type.
-var Transports = []string{TransportWireGuard, TransportVXLAN, TransportESP}
 
 // Config describes one gateway: its own cluster, how it tunnels, and the
 // remote clusters it connects to. It is what `snorkel gateway --config FILE`
@@ -196,7 +188,7 @@ func (c *Config) applyDefaults() {
 	if c.Transport.Port == 0 {
 		c.Transport.Port = DefaultPort
 	}
-	if c.Transport.Type == TransportVXLAN {
+	if c.Transport.Type == transport.VXLAN {
 		if c.Transport.VXLAN == nil {
 			c.Transport.VXLAN = &VXLANLocalConfig{}
 		}
@@ -204,7 +196,7 @@ func (c *Config) applyDefaults() {
 			c.Transport.VXLAN.VNI = DefaultVNI
 		}
 	}
-	if c.Transport.Type == TransportWireGuard && c.Transport.WireGuard != nil && c.Transport.WireGuard.UAPIName == "" {
+	if c.Transport.Type == transport.WireGuard && c.Transport.WireGuard != nil && c.Transport.WireGuard.UAPIName == "" {
 		c.Transport.WireGuard.UAPIName = c.TUN.Name
 	}
 	if c.Globalnet != nil {
@@ -251,11 +243,11 @@ func (c *Config) build() (*spec, error) {
 	}
 
 	switch c.Transport.Type {
-	case TransportWireGuard:
+	case transport.WireGuard:
 		if c.Transport.WireGuard == nil || c.Transport.WireGuard.PrivateKeyFile == "" {
 			errs.add("transport.wireguard.privateKeyFile", "is required for the wireguard transport; name a file (it is generated if missing)")
 		}
-	case TransportVXLAN:
+	case transport.VXLAN:
 		v := c.Transport.VXLAN
 		if v.VNI >= 1<<24 {
 			errs.add("transport.vxlan.vni", "%d does not fit in 24 bits; use 1 to 16777215 (default 1000)", v.VNI)
@@ -265,11 +257,11 @@ func (c *Config) build() (*spec, error) {
 				errs.add("transport.vxlan.mac", "%q is not a MAC address; write it like 02:53:4e:00:00:01", v.MAC)
 			}
 		}
-	case TransportESP:
+	case transport.ESP:
 	case "":
-		errs.add("transport.type", "is required; use one of %s", strings.Join(Transports, ", "))
+		errs.add("transport.type", "is required; use one of %s", strings.Join(transport.Kinds, ", "))
 	default:
-		errs.add("transport.type", "unknown transport %q; use one of %s", c.Transport.Type, strings.Join(Transports, ", "))
+		errs.add("transport.type", "unknown transport %q; use one of %s", c.Transport.Type, strings.Join(transport.Kinds, ", "))
 	}
 
 	if len(c.Remotes) == 0 {
@@ -295,13 +287,13 @@ func (c *Config) build() (*spec, error) {
 		}
 		rs.endpoint = ep
 		switch c.Transport.Type {
-		case TransportWireGuard:
+		case transport.WireGuard:
 			if r.WireGuard == nil || r.WireGuard.PublicKey == "" {
 				errs.add(f+".wireguard.publicKey", "is required for the wireguard transport; copy it from the remote gateway's key file (.pub) or `snorkel pubkey`")
 			} else if !validKey(r.WireGuard.PublicKey) {
 				errs.add(f+".wireguard.publicKey", "is not a base64 WireGuard key (44 characters ending in '=')")
 			}
-		case TransportVXLAN:
+		case transport.VXLAN:
 			if r.VXLAN != nil && r.VXLAN.MAC != "" {
 				if _, err := net.ParseMAC(r.VXLAN.MAC); err != nil {
 					errs.add(f+".vxlan.mac", "%q is not a MAC address; write it like 02:53:4e:00:00:02", r.VXLAN.MAC)
@@ -312,7 +304,7 @@ func (c *Config) build() (*spec, error) {
 	}
 	c.buildGlobalnet(&errs, s)
 	c.buildHealth(&errs, s)
-	if c.Transport.Type == TransportESP {
+	if c.Transport.Type == transport.ESP {
 		c.buildESP(&errs, s)
 	}
 	errs = append(errs, overlapErrors(c)...)

@@ -7,12 +7,13 @@ import (
 	"testing"
 
 	"github.com/snorkel-net/snorkel/natengine"
+	"github.com/snorkel-net/snorkel/transport"
 )
 
 func validConfig() Config {
 	return Config{
 		Cluster: Cluster{ID: "c1", PodCIDRs: []string{"10.8.0.0/16"}, ServiceCIDRs: []string{"10.88.0.0/16"}},
-		Transport: TransportConfig{Type: TransportWireGuard,
+		Transport: TransportConfig{Type: transport.WireGuard,
 			WireGuard: &WireGuardConfig{PrivateKeyFile: "/tmp/k"}},
 		Remotes: []Remote{{
 			ID: "c2", PodCIDRs: []string{"10.9.0.0/16"}, ServiceCIDRs: []string{"10.99.0.0/16"},
@@ -45,7 +46,7 @@ func TestValidateNamesFieldAndFix(t *testing.T) {
 		{"overlapping pod CIDRs point to Globalnet", func(c *Config) { c.Remotes[0].PodCIDRs = []string{"10.8.0.0/16"} },
 			[]string{"remotes[0].podCIDRs[0]", `cluster "c2"`, `cluster "c1"`, "Globalnet"}},
 		{"unknown transport lists the valid ones", func(c *Config) { c.Transport.Type = "ipsec" },
-			[]string{"transport.type", `"ipsec"`, "wireguard, vxlan, esp"}},
+			[]string{"transport.type", `"ipsec"`, "wireguard, esp, vxlan"}},
 		{"missing transport", func(c *Config) { c.Transport.Type = "" }, []string{"transport.type", "is required"}},
 		{"bad CIDR", func(c *Config) { c.Cluster.PodCIDRs = []string{"10.8.0.0/33"} }, []string{"cluster.podCIDRs[0]", "not a CIDR"}},
 		{"host bits", func(c *Config) { c.Cluster.ServiceCIDRs = []string{"10.88.0.1/16"} }, []string{"cluster.serviceCIDRs[0]", "did you mean 10.88.0.0/16"}},
@@ -57,22 +58,22 @@ func TestValidateNamesFieldAndFix(t *testing.T) {
 		{"missing key file", func(c *Config) { c.Transport.WireGuard = nil }, []string{"transport.wireguard.privateKeyFile"}},
 		{"port out of range", func(c *Config) { c.Transport.Port = 70000 }, []string{"transport.port", "70000"}},
 		{"vni too large", func(c *Config) {
-			c.Transport = TransportConfig{Type: TransportVXLAN, VXLAN: &VXLANLocalConfig{VNI: 1 << 24}}
+			c.Transport = TransportConfig{Type: transport.VXLAN, VXLAN: &VXLANLocalConfig{VNI: 1 << 24}}
 		}, []string{"transport.vxlan.vni", "24 bits"}},
 		{"no remotes", func(c *Config) { c.Remotes = nil }, []string{"remotes", "at least one"}},
-		{"esp without its section", func(c *Config) { c.Transport = TransportConfig{Type: TransportESP} }, []string{"transport.esp", "psk or pskFile"}},
-		{"esp without a key", func(c *Config) { c.Transport = TransportConfig{Type: TransportESP, ESP: &ESPConfig{}} }, []string{"transport.esp.psk", "is required"}},
+		{"esp without its section", func(c *Config) { c.Transport = TransportConfig{Type: transport.ESP} }, []string{"transport.esp", "psk or pskFile"}},
+		{"esp without a key", func(c *Config) { c.Transport = TransportConfig{Type: transport.ESP, ESP: &ESPConfig{}} }, []string{"transport.esp.psk", "is required"}},
 		{"esp with two keys", func(c *Config) {
-			c.Transport = TransportConfig{Type: TransportESP, ESP: &ESPConfig{PSK: "0123456789abcdef", PSKFile: "/etc/psk"}}
+			c.Transport = TransportConfig{Type: transport.ESP, ESP: &ESPConfig{PSK: "0123456789abcdef", PSKFile: "/etc/psk"}}
 		}, []string{"transport.esp.psk", "keep one"}},
 		{"esp key too short", func(c *Config) {
-			c.Transport = TransportConfig{Type: TransportESP, ESP: &ESPConfig{PSK: "short"}}
+			c.Transport = TransportConfig{Type: transport.ESP, ESP: &ESPConfig{PSK: "short"}}
 		}, []string{"transport.esp.psk", "at least 16"}},
 		{"esp proposal unknown", func(c *Config) {
-			c.Transport = TransportConfig{Type: TransportESP, ESP: &ESPConfig{PSK: "0123456789abcdef", Proposals: []string{"des-md5"}}}
+			c.Transport = TransportConfig{Type: transport.ESP, ESP: &ESPConfig{PSK: "0123456789abcdef", Proposals: []string{"des-md5"}}}
 		}, []string{"transport.esp.proposals[0]", `"des-md5"`}},
 		{"esp rekey time not a duration", func(c *Config) {
-			c.Transport = TransportConfig{Type: TransportESP, ESP: &ESPConfig{PSK: "0123456789abcdef", RekeyTime: "hourly"}}
+			c.Transport = TransportConfig{Type: transport.ESP, ESP: &ESPConfig{PSK: "0123456789abcdef", RekeyTime: "hourly"}}
 		}, []string{"transport.esp.rekeyTime", "1h"}},
 		{"tun name too long", func(c *Config) { c.TUN.Name = "a-very-long-interface" }, []string{"tun.name", "15"}},
 	} {

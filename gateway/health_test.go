@@ -344,7 +344,7 @@ func healthPair(t *testing.T, mod func(c1, c2 *Config)) (a, b *healthPeer, clk *
 		return Config{
 			Cluster:   Cluster{ID: id, PodCIDRs: []string{pod}, ServiceCIDRs: []string{svc}},
 			TUN:       TUN{Address: tun},
-			Transport: TransportConfig{Type: TransportVXLAN},
+			Transport: TransportConfig{Type: transport.VXLAN},
 			Remotes:   []Remote{{ID: rid, PodCIDRs: []string{rpod}, ServiceCIDRs: []string{rsvc}, Endpoint: "198.18.0.9", HealthCheckIP: rtun}},
 		}
 	}
@@ -487,7 +487,7 @@ func echo(typ uint8, src, dst netip.Addr, id, seq uint16, data []byte) []byte {
 func healthGateway(t testing.TB) (*Gateway, *nullTransport, *replayDevice) {
 	t.Helper()
 	c := healthConfig()
-	c.Transport = TransportConfig{Type: TransportVXLAN}
+	c.Transport = TransportConfig{Type: transport.VXLAN}
 	c.Remotes[0].WireGuard = nil
 	c.Remotes = append(c.Remotes, Remote{ID: "c3", PodCIDRs: []string{"10.10.0.0/16"}, Endpoint: "198.18.0.3", HealthCheckIP: "10.10.255.254"})
 	s, err := c.build()

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/snorkel-net/snorkel/gateway"
+	"github.com/snorkel-net/snorkel/transport"
 )
 
 // The Globalnet pair: both clusters use the same CIDRs, and both netstacks
@@ -37,7 +38,7 @@ func startGlobalnetPairWith(t *testing.T, mod func(cfg1, cfg2 *gateway.Config)) 
 		return gateway.Config{
 			Cluster:   gateway.Cluster{ID: id, PodCIDRs: []string{"10.7.0.0/16"}, ServiceCIDRs: []string{"10.77.0.0/16"}},
 			TUN:       gateway.TUN{Name: "snk-" + id},
-			Transport: gateway.TransportConfig{Type: gateway.TransportVXLAN, Port: port},
+			Transport: gateway.TransportConfig{Type: transport.VXLAN, Port: port},
 			Globalnet: &gateway.Globalnet{GlobalCIDR: global},
 			Remotes: []gateway.Remote{{
 				ID: remote, GlobalCIDR: remoteGlobal, Endpoint: fmt.Sprintf("127.0.0.1:%d", remotePort),
@@ -131,7 +132,7 @@ func TestInProcessGlobalnetTCPBetweenOverlappingClusters(t *testing.T) {
 }
 
 func TestFlowsEndpointWithGlobalnetOff(t *testing.T) {
-	c1, _ := startPair(t, gateway.TransportVXLAN, []netip.Addr{pod1}, []netip.Addr{pod2})
+	c1, _ := startPair(t, transport.VXLAN, []netip.Addr{pod1}, []netip.Addr{pod2})
 	dbg := httptest.NewServer(c1.gw.DebugHandler())
 	defer dbg.Close()
 	resp, err := http.Get(dbg.URL + "/flows")

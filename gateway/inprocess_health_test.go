@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/snorkel-net/snorkel/gateway"
+	"github.com/snorkel-net/snorkel/transport"
 )
 
 // healthOn gives both gateways of a pair their health addresses and fast
@@ -43,7 +44,7 @@ func measured(r gateway.RemoteStats) bool {
 }
 
 func TestInProcessHealthProbes(t *testing.T) {
-	for _, tr := range gateway.Transports {
+	for _, tr := range transport.Kinds {
 		t.Run(tr, func(t *testing.T) {
 			// The health addresses lie outside both clusters' CIDRs:
 			// WireGuard's cryptokey routing must allow them too.

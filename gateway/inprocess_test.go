@@ -19,6 +19,7 @@ import (
 	"golang.zx2c4.com/wireguard/tun/netstack"
 
 	"github.com/snorkel-net/snorkel/gateway"
+	"github.com/snorkel-net/snorkel/transport"
 	"github.com/snorkel-net/snorkel/transport/wireguard"
 )
 
@@ -58,13 +59,13 @@ func freeUDPPort(t *testing.T) int {
 // startPair builds clusters c1 (10.8/16, 10.88/16) and c2 (10.9/16, 10.99/16)
 // joined over loopback UDP with the given transport. Each cluster's netstack
 // owns the pod addresses listed.
-func startPair(t *testing.T, transport string, pods1, pods2 []netip.Addr) (c1, c2 *cluster) {
+func startPair(t *testing.T, kind string, pods1, pods2 []netip.Addr) (c1, c2 *cluster) {
 	t.Helper()
-	return startPairWith(t, transport, pods1, pods2, nil)
+	return startPairWith(t, kind, pods1, pods2, nil)
 }
 
 // startPairWith is startPair with the configurations changed by mod first.
-func startPairWith(t *testing.T, transport string, pods1, pods2 []netip.Addr, mod func(cfg1, cfg2 *gateway.Config)) (c1, c2 *cluster) {
+func startPairWith(t *testing.T, kind string, pods1, pods2 []netip.Addr, mod func(cfg1, cfg2 *gateway.Config)) (c1, c2 *cluster) {
 	t.Helper()
 	dir := t.TempDir()
 	p1, p2 := freeUDPPort(t), freeUDPPort(t)
@@ -72,12 +73,12 @@ func startPairWith(t *testing.T, transport string, pods1, pods2 []netip.Addr, mo
 		c := gateway.Config{
 			Cluster:   gateway.Cluster{ID: id, PodCIDRs: []string{pod}, ServiceCIDRs: []string{svc}},
 			TUN:       gateway.TUN{Name: "snk-" + id},
-			Transport: gateway.TransportConfig{Type: transport, Port: port},
+			Transport: gateway.TransportConfig{Type: kind, Port: port},
 		}
-		switch transport {
-		case gateway.TransportWireGuard:
+		switch kind {
+		case transport.WireGuard:
 			c.Transport.WireGuard = &gateway.WireGuardConfig{PrivateKeyFile: filepath.Join(dir, id+".key")}
-		case gateway.TransportESP:
+		case transport.ESP:
 			c.Transport.ESP = &gateway.ESPConfig{PSK: "in-process test clusterset key"}
 		}
 		return c
@@ -86,7 +87,7 @@ func startPairWith(t *testing.T, transport string, pods1, pods2 []netip.Addr, mo
 	cfg2 := mk("c2", "10.9.0.0/16", "10.99.0.0/16", p2)
 	r1 := gateway.Remote{ID: "c1", PodCIDRs: cfg1.Cluster.PodCIDRs, ServiceCIDRs: cfg1.Cluster.ServiceCIDRs, Endpoint: fmt.Sprintf("127.0.0.1:%d", p1)}
 	r2 := gateway.Remote{ID: "c2", PodCIDRs: cfg2.Cluster.PodCIDRs, ServiceCIDRs: cfg2.Cluster.ServiceCIDRs, Endpoint: fmt.Sprintf("127.0.0.1:%d", p2)}
-	if transport == gateway.TransportWireGuard {
+	if kind == transport.WireGuard {
 		_, pub1, err := wireguard.LoadOrCreateKey(filepath.Join(dir, "c1.key"))
 		if err != nil {
 			t.Fatal(err)
@@ -137,7 +138,7 @@ var (
 )
 
 func TestInProcessTCPTransferAcrossClusters(t *testing.T) {
-	for _, tr := range gateway.Transports {
+	for _, tr := range transport.Kinds {
 		t.Run(tr, func(t *testing.T) {
 			c1, c2 := startPair(t, tr, []netip.Addr{pod1}, []netip.Addr{pod2})
 			ln, err := c2.net.ListenTCPAddrPort(netip.AddrPortFrom(pod2, 8080))
@@ -191,7 +192,7 @@ func TestInProcessTCPTransferAcrossClusters(t *testing.T) {
 }
 
 func TestInProcessUDPEchoAcrossClusters(t *testing.T) {
-	for _, tr := range gateway.Transports {
+	for _, tr := range transport.Kinds {
 		t.Run(tr, func(t *testing.T) {
 			c1, c2 := startPair(t, tr, []netip.Addr{pod1}, []netip.Addr{pod2})
 			srv, err := c2.net.ListenUDPAddrPort(netip.AddrPortFrom(pod2, 5353))
@@ -242,7 +243,7 @@ func TestInProcessUDPEchoAcrossClusters(t *testing.T) {
 
 func TestInProcessSpoofedSourceIsDroppedAndCounted(t *testing.T) {
 	spoof := netip.MustParseAddr("10.200.0.1") // in no cluster's CIDRs
-	for _, tr := range gateway.Transports {
+	for _, tr := range transport.Kinds {
 		t.Run(tr, func(t *testing.T) {
 			c1, c2 := startPair(t, tr, []netip.Addr{pod1, spoof}, []netip.Addr{pod2})
 			srv, err := c2.net.ListenUDPAddrPort(netip.AddrPortFrom(pod2, 9999))
@@ -332,7 +333,7 @@ func spoofedDrops(c *cluster) uint64 {
 }
 
 func TestMetricsUseSubmarinerNames(t *testing.T) {
-	c1, _ := startPair(t, gateway.TransportVXLAN, []netip.Addr{pod1}, []netip.Addr{pod2})
+	c1, _ := startPair(t, transport.VXLAN, []netip.Addr{pod1}, []netip.Addr{pod2})
 	cl, err := c1.net.DialUDPAddrPort(netip.AddrPortFrom(pod1, 0), netip.AddrPortFrom(pod2, 7))
 	if err != nil {
 		t.Fatal(err)

@@ -5,11 +5,13 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/snorkel-net/snorkel/transport"
 )
 
 func espConfig() Config {
 	c := validConfig()
-	c.Transport = TransportConfig{Type: TransportESP, ESP: &ESPConfig{
+	c.Transport = TransportConfig{Type: transport.ESP, ESP: &ESPConfig{
 		PSK: "0123456789abcdef", RekeyTime: "30m", IKERekeyTime: "2h", RekeyBytes: 1 << 30,
 		Proposals: []string{"aes128gcm16"},
 	}}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/snorkel-net/snorkel/gateway"
+	"github.com/snorkel-net/snorkel/transport"
 )
 
 // TestMetricsAndDebugHandlersSplitTheirPaths: the metrics handler listens
@@ -16,7 +17,7 @@ import (
 // debug handler must, and neither serves the profiler (the command mounts it
 // only when asked).
 func TestMetricsAndDebugHandlersSplitTheirPaths(t *testing.T) {
-	c1, _ := startPair(t, gateway.TransportVXLAN, []netip.Addr{pod1}, []netip.Addr{pod2})
+	c1, _ := startPair(t, transport.VXLAN, []netip.Addr{pod1}, []netip.Addr{pod2})
 	metrics := httptest.NewServer(c1.gw.MetricsHandler())
 	defer metrics.Close()
 	debug := httptest.NewServer(c1.gw.DebugHandler())

@@ -31,14 +31,14 @@ func newTransport(s *spec, d transport.Deliverer, log *slog.Logger) (transport.T
 		return nil, "", err
 	}
 	switch c.Transport.Type {
-	case TransportWireGuard:
+	case transport.WireGuard:
 		tr, pub, err = newWireGuard(s, k, d, log)
-	case TransportVXLAN:
+	case transport.VXLAN:
 		tr, err = newVXLAN(s, d)
-	case TransportESP:
+	case transport.ESP:
 		tr, err = newESP(s, k, d, log)
 	default:
-		return nil, "", fmt.Errorf("transport.type: unknown transport %q; use one of %s", c.Transport.Type, strings.Join(Transports, ", "))
+		return nil, "", fmt.Errorf("transport.type: unknown transport %q; use one of %s", c.Transport.Type, strings.Join(transport.Kinds, ", "))
 	}
 	if errors.Is(err, syscall.EADDRINUSE) {
 		return nil, "", portError(s.port, err)

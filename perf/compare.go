@@ -1,6 +1,6 @@
 package perf
 
-import "github.com/snorkel-net/snorkel/gateway"
+import "github.com/snorkel-net/snorkel/transport"
 
 // The ratios of throughput the project holds itself to, each a system's
 // median over its baseline's in the same run: goals for the data path,
@@ -47,13 +47,13 @@ func comparisons(systems []SystemInfo, workloads []Workload) []Comparison {
 			case s.Globalnet || b.Kind != KindBaseline:
 			case b.Name == BaselineVeth:
 				pairs = append(pairs, pair{s.Name, b.Name, 0})
-			case b.Name == BaselineWireGuardGo && s.Transport == gateway.TransportWireGuard:
+			case b.Name == BaselineWireGuardGo && s.Transport == transport.WireGuard:
 				pairs = append(pairs, pair{s.Name, b.Name, WireGuardTarget})
-			case b.Name == BaselineWireGuardGo && s.Transport == gateway.TransportESP:
+			case b.Name == BaselineWireGuardGo && s.Transport == transport.ESP:
 				pairs = append(pairs, pair{s.Name, b.Name, ESPTarget})
-			case b.Name == BaselineStrongSwan && s.Transport == gateway.TransportESP:
+			case b.Name == BaselineStrongSwan && s.Transport == transport.ESP:
 				pairs = append(pairs, pair{s.Name, b.Name, 0})
-			case b.Name == BaselineKernelVXLAN && s.Transport == gateway.TransportVXLAN:
+			case b.Name == BaselineKernelVXLAN && s.Transport == transport.VXLAN:
 				pairs = append(pairs, pair{s.Name, b.Name, VXLANTarget})
 			}
 		}

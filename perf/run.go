@@ -13,8 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/snorkel-net/snorkel/gateway"
 	"github.com/snorkel-net/snorkel/perf/topo"
+	"github.com/snorkel-net/snorkel/transport"
 )
 
 // Baselines that Options.Baselines takes.
@@ -47,7 +47,7 @@ type Options struct {
 	// Benchmark is BenchmarkThroughput, BenchmarkLatency or BenchmarkAll;
 	// default throughput.
 	Benchmark string
-	// Transports are the Snorkel transports to measure (gateway.Transports).
+	// Transports are the Snorkel transports to measure (transport.Kinds).
 	Transports []string
 	// Globalnet adds, for every transport, Snorkel over it between
 	// clusters joined by Globalnet (GlobalnetSetup).
@@ -133,8 +133,8 @@ func (o *Options) validate() error {
 		bad("benchmark %q: use one of %s", o.Benchmark, strings.Join(Benchmarks, ", "))
 	}
 	for _, t := range o.Transports {
-		if !slices.Contains(gateway.Transports, t) {
-			bad("transport %q: use one of %s", t, strings.Join(gateway.Transports, ", "))
+		if !slices.Contains(transport.Kinds, t) {
+			bad("transport %q: use one of %s", t, strings.Join(transport.Kinds, ", "))
 		}
 	}
 	for _, b := range o.Baselines {
@@ -146,7 +146,7 @@ func (o *Options) validate() error {
 		bad("nothing to measure: give a transport or a baseline")
 	}
 	if o.Globalnet && len(o.Transports) == 0 {
-		bad("globalnet: it adds a Globalnet system per Snorkel transport, and transport is none; give a transport (%s or all) or drop globalnet", strings.Join(gateway.Transports, ", "))
+		bad("globalnet: it adds a Globalnet system per Snorkel transport, and transport is none; give a transport (%s or all) or drop globalnet", strings.Join(transport.Kinds, ", "))
 	}
 	if o.Reps < 1 {
 		bad("reps %d: give at least 1", o.Reps)

@@ -20,6 +20,7 @@ import (
 	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
 	"github.com/snorkel-net/snorkel/controller/broker"
 	"github.com/snorkel-net/snorkel/gateway"
+	"github.com/snorkel-net/snorkel/transport"
 	"github.com/snorkel-net/snorkel/transport/wireguard"
 )
 
@@ -72,7 +73,7 @@ func runAgent(args []string) error {
 	}
 	var backend map[string]string
 	gw := gateway.Config{TUN: gateway.TUN{Name: *tunName}}
-	if member.CableDriver == broker.CableDriverWireGuard {
+	if member.CableDriver == transport.WireGuard {
 		_, pub, err := wireguard.LoadOrCreateKey(*keyFile)
 		if err != nil {
 			return fmt.Errorf("--wireguard-key-file: %w", err)

@@ -14,9 +14,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/snorkel-net/snorkel/gateway"
 	"github.com/snorkel-net/snorkel/perf"
 	"github.com/snorkel-net/snorkel/perf/kube"
+	"github.com/snorkel-net/snorkel/transport"
 )
 
 const benchmarkUsage = `usage: snorkel benchmark throughput|latency|all [flags]
@@ -74,7 +74,7 @@ func runBenchmark(args []string) error {
 		fmt.Fprint(fs.Output(), benchmarkUsage)
 		fs.PrintDefaults()
 	}
-	transport := fs.String("transport", "all", "Snorkel transports to measure, comma-separated: "+strings.Join(gateway.Transports, ", ")+", all, or none")
+	transports := fs.String("transport", "all", "Snorkel transports to measure, comma-separated: "+strings.Join(transport.Kinds, ", ")+", all, or none")
 	globalnet := fs.Bool("globalnet", false, "also measure each Snorkel transport with Globalnet translation in both gateways; with --kubecontexts, reach the server through an exported service's global IP")
 	baselines := fs.String("baseline", "all", "baselines to measure, comma-separated: "+strings.Join(perf.BaselineNames, ", ")+", all, or none")
 	reps := fs.Int("reps", 3, "repetitions of each workload on each system")
@@ -133,7 +133,7 @@ func runBenchmark(args []string) error {
 		}
 		res, err = perf.Run(ctx, perf.Options{
 			Benchmark:   sub,
-			Transports:  list(*transport, gateway.Transports),
+			Transports:  list(*transports, transport.Kinds),
 			Globalnet:   *globalnet,
 			Baselines:   list(*baselines, perf.BaselineNames),
 			Reps:        *reps,

@@ -25,6 +25,7 @@ import (
 	"github.com/snorkel-net/snorkel/controller/broker"
 	"github.com/snorkel-net/snorkel/controller/kubelocal"
 	"github.com/snorkel-net/snorkel/gateway"
+	"github.com/snorkel-net/snorkel/transport"
 )
 
 // recorder is a Dataplane that keeps every configuration it is given and
@@ -111,7 +112,7 @@ func TestAgents(t *testing.T) {
 		pods, svcs string
 	}{{e.c1, "10.8.0.0/16", "10.88.0.0/16"}, {e.c2, "10.9.0.0/16", "10.99.0.0/16"}} {
 		ac, err := broker.Join(ctx, m.srv.Config(), e.info, broker.JoinOptions{
-			ClusterID: m.srv.Name, CableDriver: broker.CableDriverWireGuard, ClusterCIDRs: []string{m.pods}, ServiceCIDRs: []string{m.svcs},
+			ClusterID: m.srv.Name, CableDriver: transport.WireGuard, ClusterCIDRs: []string{m.pods}, ServiceCIDRs: []string{m.svcs},
 		})
 		if err != nil {
 			t.Fatalf("joining %s: %v", m.srv.Name, err)
@@ -611,7 +612,7 @@ func testGlobalnet(t *testing.T, e *env) {
 		// Service CIDRs are the API servers' own, where the ClusterIPs
 		// come from.
 		ac, err := broker.Join(ctx, srv.Config(), d.Info, broker.JoinOptions{
-			ClusterID: srv.Name, CableDriver: broker.CableDriverWireGuard, ClusterCIDRs: []string{"10.8.0.0/16"}, ServiceCIDRs: []string{m.svcs},
+			ClusterID: srv.Name, CableDriver: transport.WireGuard, ClusterCIDRs: []string{"10.8.0.0/16"}, ServiceCIDRs: []string{m.svcs},
 		})
 		if err != nil {
 			t.Fatalf("joining %s: %v", srv.Name, err)

@@ -19,6 +19,7 @@ import (
 	"github.com/snorkel-net/snorkel/controller/broker"
 	"github.com/snorkel-net/snorkel/controller/kubelocal"
 	"github.com/snorkel-net/snorkel/gateway"
+	"github.com/snorkel-net/snorkel/transport"
 )
 
 // The benchmark cluster: benchNamespaces × benchPodsPerNS pods, and in
@@ -43,7 +44,7 @@ func BenchmarkAgentMemory10kPods(b *testing.B) {
 		b.Fatal(err)
 	}
 	member, err := broker.Join(ctx, servers[1].Config(), d.Info, broker.JoinOptions{
-		ClusterID: "c1", CableDriver: broker.CableDriverESP, ClusterCIDRs: []string{"10.8.0.0/16"}, ServiceCIDRs: []string{"10.88.0.0/16"},
+		ClusterID: "c1", CableDriver: transport.ESP, ClusterCIDRs: []string{"10.8.0.0/16"}, ServiceCIDRs: []string{"10.88.0.0/16"},
 	})
 	if err != nil {
 		b.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
 	"github.com/snorkel-net/snorkel/controller/broker"
 	"github.com/snorkel-net/snorkel/gateway"
+	"github.com/snorkel-net/snorkel/transport"
 )
 
 // Dataplane is the gateway the agent configures.
@@ -208,11 +209,11 @@ func (c *Config) validate() error {
 				bad("Config.Member.GlobalCIDR %q is not an IPv4 CIDR; run `snorkel join` again", m.GlobalCIDR)
 			}
 		}
-		if m.CableDriver == broker.CableDriverWireGuard && !isWireGuardKey(c.BackendConfig[BackendConfigPublicKey]) {
+		if m.CableDriver == transport.WireGuard && !isWireGuardKey(c.BackendConfig[BackendConfigPublicKey]) {
 			bad("Config.BackendConfig[%q] is %q; the wireguard cable driver needs the gateway's public key there (base64, 44 characters; `snorkel pubkey < KEYFILE`)",
 				BackendConfigPublicKey, c.BackendConfig[BackendConfigPublicKey])
 		}
-		if m.CableDriver == broker.CableDriverESP && len(m.PSK) < 16 {
+		if m.CableDriver == transport.ESP && len(m.PSK) < 16 {
 			bad("Config.Member.PSK has %d bytes; the esp cable driver needs the clusterset's pre-shared key (at least 16 bytes): run `snorkel join` again", len(m.PSK))
 		}
 	}

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/snorkel-net/snorkel/controller/broker"
 	"github.com/snorkel-net/snorkel/gateway"
 	"github.com/snorkel-net/snorkel/natengine"
+	"github.com/snorkel-net/snorkel/transport"
 )
 
 // template is Config.Gateway frozen as JSON, so that every configuration
@@ -39,7 +39,7 @@ func (t template) build(c *Config, rs []gateway.Remote, rules *natengine.Rules) 
 	if g.TUN.Address == "" {
 		g.TUN.Address = c.HealthCheckIP
 	}
-	if m.CableDriver == broker.CableDriverESP {
+	if m.CableDriver == transport.ESP {
 		if g.Transport.ESP == nil {
 			g.Transport.ESP = &gateway.ESPConfig{}
 		}

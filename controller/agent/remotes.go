@@ -11,6 +11,7 @@ import (
 	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
 	"github.com/snorkel-net/snorkel/controller/broker"
 	"github.com/snorkel-net/snorkel/gateway"
+	"github.com/snorkel-net/snorkel/transport"
 )
 
 // peer is another cluster as the broker describes it, and what the agent
@@ -156,13 +157,13 @@ func makePeer(l local, e *submv1.Endpoint, c *submv1.Cluster) peer {
 	}
 
 	switch l.driver {
-	case broker.CableDriverWireGuard:
+	case transport.WireGuard:
 		key := e.Spec.BackendConfig[BackendConfigPublicKey]
 		if !isWireGuardKey(key) {
 			return fail("backend_config %q is %q, not a WireGuard public key; its gateway must publish its key", BackendConfigPublicKey, key)
 		}
 		r.WireGuard = &gateway.WireGuardRemoteConfig{PublicKey: key}
-	case broker.CableDriverESP:
+	case transport.ESP:
 		r.ESP = &gateway.ESPRemoteConfig{ID: id}
 	}
 	p.remote, p.usingIP, p.usingNAT = r, addr.String(), nat

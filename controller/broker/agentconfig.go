@@ -27,7 +27,7 @@ type AgentConfig struct {
 	// PSK is the clusterset's pre-shared key as Submariner's gateways use
 	// it: the base64 of the broker's random key bytes.
 	PSK string
-	// CableDriver is one of CableDrivers.
+	// CableDriver is one of transport.Kinds.
 	CableDriver  string
 	ClusterCIDRs []string
 	ServiceCIDRs []string

@@ -31,6 +31,7 @@ import (
 	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
 	"github.com/snorkel-net/snorkel/controller/kubelocal"
 	"github.com/snorkel-net/snorkel/deploy"
+	"github.com/snorkel-net/snorkel/transport"
 )
 
 // clusterset is a broker and three members, shared by the subtests of
@@ -410,7 +411,7 @@ func testJoinParallel(t *testing.T, cs *clusterset) {
 		t.Fatal(err)
 	}
 	cs.joined["c1"] = ac
-	if ac.CableDriver != CableDriverWireGuard {
+	if ac.CableDriver != transport.WireGuard {
 		t.Errorf("c1's cable driver %q, want wireguard", ac.CableDriver)
 	}
 	if want := "cluster c1 joined the broker at " + cs.broker.URL; !strings.Contains(cliOut, want) || !strings.Contains(cliOut, "global CIDR "+ac.GlobalCIDR) {

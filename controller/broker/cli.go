@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/snorkel-net/snorkel/deploy"
+	"github.com/snorkel-net/snorkel/transport"
 )
 
 // Usage lines of the two commands.
@@ -85,7 +86,7 @@ func RunJoin(args []string, out io.Writer) error {
 	var o JoinOptions
 	fs.StringVar(&o.ClusterID, "clusterid", "", "this cluster's ID in the clusterset (a DNS-1123 label)")
 	fs.StringVar(&o.GlobalCIDR, "globalnet-cidr", "", "this cluster's global CIDR under Globalnet (default the first free block)")
-	fs.StringVar(&o.CableDriver, "cable-driver", DefaultCableDriver, "gateway transport: "+strings.Join(CableDrivers, ", "))
+	fs.StringVar(&o.CableDriver, "cable-driver", DefaultCableDriver, "gateway transport: "+strings.Join(transport.Kinds, ", "))
 	clusterCIDR := fs.String("clustercidr", "", "this cluster's Pod CIDRs, comma-separated (default what the cluster tells)")
 	serviceCIDR := fs.String("servicecidr", "", "this cluster's Service CIDRs, comma-separated (default what the cluster tells)")
 	var mo MemberOptions

@@ -7,19 +7,12 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/snorkel-net/snorkel/transport"
 )
 
-// Cable drivers: the transports a gateway can use.
-const (
-	CableDriverWireGuard = "wireguard"
-	CableDriverESP       = "esp"
-	CableDriverVXLAN     = "vxlan"
-	// DefaultCableDriver is IPsec, as Submariner's default (libreswan).
-	DefaultCableDriver = CableDriverESP
-)
-
-// CableDrivers lists the valid cable drivers.
-var CableDrivers = []string{CableDriverWireGuard, CableDriverESP, CableDriverVXLAN}
+// DefaultCableDriver is IPsec, as Submariner's default (libreswan).
+const DefaultCableDriver = transport.ESP
 
 // ValidateClusterID checks that id is a DNS-1123 label, as a cluster ID
 // must be.
@@ -64,10 +57,10 @@ func NormalizeCableDriver(d string) (string, error) {
 	case "":
 		return DefaultCableDriver, nil
 	case "libreswan":
-		return CableDriverESP, nil
+		return transport.ESP, nil
 	}
-	if !slices.Contains(CableDrivers, d) {
-		return "", fmt.Errorf("--cable-driver %q is unknown: use one of %s (esp is IPsec, as Submariner's libreswan)", d, strings.Join(CableDrivers, ", "))
+	if !slices.Contains(transport.Kinds, d) {
+		return "", fmt.Errorf("--cable-driver %q is unknown: use one of %s (esp is IPsec, as Submariner's libreswan)", d, strings.Join(transport.Kinds, ", "))
 	}
 	return d, nil
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/snorkel-net/snorkel/controller/broker"
 	"github.com/snorkel-net/snorkel/controller/kubelocal"
 	"github.com/snorkel-net/snorkel/gateway"
+	"github.com/snorkel-net/snorkel/transport"
 )
 
 // dataplane is the agent's data plane in the test: it reports the
@@ -356,7 +357,7 @@ func (w *world) setUp(t *testing.T) {
 		pods, svcs string
 	}{{w.c1, "10.8.0.0/16", "10.88.0.0/16"}, {w.c2, "10.9.0.0/16", "10.99.0.0/16"}} {
 		ac, err := broker.Join(ctx, m.srv.Config(), d.Info, broker.JoinOptions{
-			ClusterID: m.srv.Name, CableDriver: broker.CableDriverVXLAN, ClusterCIDRs: []string{m.pods}, ServiceCIDRs: []string{m.svcs},
+			ClusterID: m.srv.Name, CableDriver: transport.VXLAN, ClusterCIDRs: []string{m.pods}, ServiceCIDRs: []string{m.svcs},
 		})
 		if err != nil {
 			t.Fatalf("joining %s: %v", m.srv.Name, err)

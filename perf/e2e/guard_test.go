@@ -16,6 +16,7 @@ import (
 	"github.com/snorkel-net/snorkel/gateway"
 	"github.com/snorkel-net/snorkel/perf/lab"
 	"github.com/snorkel-net/snorkel/perf/topo"
+	"github.com/snorkel-net/snorkel/transport"
 )
 
 // TestKilledGatewayLeaksNoCleartext is the fail-closed promise: c1's node
@@ -25,7 +26,7 @@ import (
 // no packet from or to either cluster's CIDRs, only the tunnel's.
 func TestKilledGatewayLeaksNoCleartext(t *testing.T) {
 	needRoot(t)
-	for _, tr := range []string{gateway.TransportWireGuard, gateway.TransportESP} {
+	for _, tr := range []string{transport.WireGuard, transport.ESP} {
 		t.Run(tr, func(t *testing.T) {
 			e := upLab(t, tr, "gk"+tr[:1])
 			e.killC1AndCapture(t)
@@ -105,7 +106,7 @@ func (e *env) killC1AndCapture(t *testing.T) {
 // other route, the running gateway's own included.
 func TestGuardOutlivesStopAndRestart(t *testing.T) {
 	needRoot(t)
-	e := upLab(t, gateway.TransportWireGuard, "gs")
+	e := upLab(t, transport.WireGuard, "gs")
 	ctx := t.Context()
 	c2 := e.lab.Plan.Cluster("c2")
 	var want []string

@@ -15,6 +15,7 @@ import (
 	"github.com/snorkel-net/snorkel/gateway"
 	"github.com/snorkel-net/snorkel/perf/lab"
 	"github.com/snorkel-net/snorkel/perf/topo"
+	"github.com/snorkel-net/snorkel/transport"
 )
 
 // The kernel VTEP that stands in for c2's gateway. Its MAC is fixed so
@@ -29,7 +30,7 @@ const (
 // with c1's Snorkel gateway speaking VXLAN to the kernel.
 func TestKernelVXLANInterop(t *testing.T) {
 	needRoot(t)
-	e := upLab(t, gateway.TransportVXLAN, "k")
+	e := upLab(t, transport.VXLAN, "k")
 	e.replaceC2WithKernelVTEP(t)
 
 	t.Run("kernel_speaks_first_and_snorkel_answers_its_arp", func(t *testing.T) {

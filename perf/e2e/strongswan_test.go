@@ -18,6 +18,7 @@ import (
 	"github.com/snorkel-net/snorkel/gateway"
 	"github.com/snorkel-net/snorkel/perf/lab"
 	"github.com/snorkel-net/snorkel/perf/topo"
+	"github.com/snorkel-net/snorkel/transport"
 )
 
 // strongSwan as the far end: charon with its userspace ESP data plane, the
@@ -53,7 +54,7 @@ const streamRate = 4 << 20 // bytes a second
 func TestStrongSwanInterop(t *testing.T) {
 	needRoot(t)
 	needStrongSwan(t)
-	e := upLab(t, gateway.TransportESP, "s")
+	e := upLab(t, transport.ESP, "s")
 	sw := e.replaceC2WithCharon(t)
 
 	t.Run("snorkel_initiates_aes128gcm16_and_pods_reach_each_other", func(t *testing.T) {

@@ -5,8 +5,10 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/snorkel-net/snorkel/gateway"
 	"sigs.k8s.io/yaml"
+
+	"github.com/snorkel-net/snorkel/gateway"
+	"github.com/snorkel-net/snorkel/transport"
 )
 
 // TransportKernel is the lab's baseline data plane: no gateway process,
@@ -16,7 +18,7 @@ import (
 const TransportKernel = "kernel"
 
 // Transports lists the values Options.Transport takes.
-var Transports = append(slices.Clone(gateway.Transports), TransportKernel)
+var Transports = append(slices.Clone(transport.Kinds), TransportKernel)
 
 // KeyFile is where the lab keeps a cluster's WireGuard private key.
 func KeyFile(stateDir, cluster string) string {
@@ -46,7 +48,7 @@ func (p *Plan) GatewayConfig(c *ClusterPlan, transport, stateDir string, publicK
 	return p.gatewayConfig(c, transport, stateDir, publicKeys), nil
 }
 
-func (p *Plan) gatewayConfig(c *ClusterPlan, transport, stateDir string, publicKeys map[string]string) gateway.Config {
+func (p *Plan) gatewayConfig(c *ClusterPlan, kind, stateDir string, publicKeys map[string]string) gateway.Config {
 	cfg := gateway.Config{
 		Cluster: gateway.Cluster{
 			ID:           c.Spec.ID,
@@ -54,13 +56,13 @@ func (p *Plan) gatewayConfig(c *ClusterPlan, transport, stateDir string, publicK
 			ServiceCIDRs: []string{c.Spec.ServiceCIDR.String()},
 		},
 		TUN:            gateway.TUN{Name: c.Gateway.TUN, Address: c.Gateway.NodeIP.String()},
-		Transport:      gateway.TransportConfig{Type: transport, Port: gateway.DefaultPort},
+		Transport:      gateway.TransportConfig{Type: kind, Port: gateway.DefaultPort},
 		MetricsAddress: MetricsAddress,
 	}
-	switch transport {
-	case gateway.TransportWireGuard:
+	switch kind {
+	case transport.WireGuard:
 		cfg.Transport.WireGuard = &gateway.WireGuardConfig{PrivateKeyFile: KeyFile(stateDir, c.Spec.ID)}
-	case gateway.TransportESP:
+	case transport.ESP:
 		cfg.Transport.ESP = &gateway.ESPConfig{PSKFile: PSKFile(stateDir)}
 	}
 	if p.Globalnet() {
@@ -82,7 +84,7 @@ func (p *Plan) gatewayConfig(c *ClusterPlan, transport, stateDir string, publicK
 			rc.PodCIDRs = []string{r.Spec.PodCIDR.String()}
 			rc.ServiceCIDRs = []string{r.Spec.ServiceCIDR.String()}
 		}
-		if transport == gateway.TransportWireGuard {
+		if kind == transport.WireGuard {
 			rc.WireGuard = &gateway.WireGuardRemoteConfig{PublicKey: publicKeys[r.Spec.ID]}
 		}
 		cfg.Remotes = append(cfg.Remotes, rc)

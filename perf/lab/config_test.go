@@ -5,9 +5,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/snorkel-net/snorkel/gateway"
-	"github.com/snorkel-net/snorkel/transport/wireguard"
 	"sigs.k8s.io/yaml"
+
+	"github.com/snorkel-net/snorkel/gateway"
+	"github.com/snorkel-net/snorkel/transport"
+	"github.com/snorkel-net/snorkel/transport/wireguard"
 )
 
 func TestGatewayConfigsValidateAndRoundTrip(t *testing.T) {
@@ -23,9 +25,9 @@ func TestGatewayConfigsValidateAndRoundTrip(t *testing.T) {
 		}
 		pubs[id] = k.Public().String()
 	}
-	for _, transport := range gateway.Transports {
-		t.Run(transport, func(t *testing.T) {
-			cfg, err := p.GatewayConfig(p.Cluster("c1"), transport, "/run/snorkel-lab", pubs)
+	for _, kind := range transport.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			cfg, err := p.GatewayConfig(p.Cluster("c1"), kind, "/run/snorkel-lab", pubs)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -45,7 +47,7 @@ func TestGatewayConfigsValidateAndRoundTrip(t *testing.T) {
 			text := string(b)
 			for _, want := range []string{
 				"id: c1", "10.8.0.0/16", "10.88.0.0/16", "name: snk-c1", "address: 10.8.0.1",
-				"type: " + transport, "endpoint: 198.18.0.2:4500", "id: c2", "10.9.0.0/16", "10.99.0.0/16",
+				"type: " + kind, "endpoint: 198.18.0.2:4500", "id: c2", "10.9.0.0/16", "10.99.0.0/16",
 				"metricsAddress: 127.0.0.1:9898",
 			} {
 				if !strings.Contains(text, want) {
@@ -53,8 +55,8 @@ func TestGatewayConfigsValidateAndRoundTrip(t *testing.T) {
 				}
 			}
 			hasWG := strings.Contains(text, "privateKeyFile: /run/snorkel-lab/keys/c1.key") && strings.Contains(text, "publicKey: "+pubs["c2"])
-			if hasWG != (transport == gateway.TransportWireGuard) {
-				t.Errorf("wireguard keys present = %v for transport %s:\n%s", hasWG, transport, text)
+			if hasWG != (kind == transport.WireGuard) {
+				t.Errorf("wireguard keys present = %v for transport %s:\n%s", hasWG, kind, text)
 			}
 		})
 	}
@@ -65,7 +67,7 @@ func TestGatewayConfigNamesMissingKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = p.GatewayConfig(p.Cluster("c1"), gateway.TransportWireGuard, "/run/snorkel-lab", nil)
+	_, err = p.GatewayConfig(p.Cluster("c1"), transport.WireGuard, "/run/snorkel-lab", nil)
 	if err == nil || !strings.Contains(err.Error(), "remotes[0].wireguard.publicKey") {
 		t.Errorf("error = %v, want one naming remotes[0].wireguard.publicKey", err)
 	}
@@ -78,7 +80,7 @@ func TestGatewayConfigRefusesOverlapWithoutGlobalnet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.GatewayConfig(p.Cluster("c1"), gateway.TransportVXLAN, "/tmp", nil); err == nil {
+	if _, err := p.GatewayConfig(p.Cluster("c1"), transport.VXLAN, "/tmp", nil); err == nil {
 		t.Error("overlapping pod CIDRs accepted; the gateway cannot route them without Globalnet")
 	}
 }
@@ -113,7 +115,7 @@ func TestGlobalnetGatewayConfigExportsServicesAndRoutesGlobalCIDRs(t *testing.T)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := p.GatewayConfig(p.Cluster("g2"), gateway.TransportVXLAN, "/tmp", nil)
+	cfg, err := p.GatewayConfig(p.Cluster("g2"), transport.VXLAN, "/tmp", nil)
 	if err != nil {
 		t.Fatalf("the lab's Globalnet config does not validate: %v", err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/snorkel-net/snorkel/gateway"
 	"github.com/snorkel-net/snorkel/perf/topo"
+	"github.com/snorkel-net/snorkel/transport"
 	"github.com/snorkel-net/snorkel/transport/wireguard"
 )
 
@@ -46,7 +47,7 @@ var ErrNotUp = errors.New("lab: no lab is up")
 // Options configures Up.
 type Options struct {
 	Scenario Scenario
-	// Transport is a gateway transport (gateway.Transports) or
+	// Transport is a gateway transport (transport.Kinds) or
 	// TransportKernel; default wireguard.
 	Transport string
 	// StateDir holds configs, keys, logs and the record of what to tear
@@ -108,7 +109,7 @@ type record struct {
 
 func (o *Options) applyDefaults() {
 	if o.Transport == "" {
-		o.Transport = gateway.TransportWireGuard
+		o.Transport = transport.WireGuard
 	}
 	if o.StateDir == "" {
 		o.StateDir = DefaultStateDir
@@ -145,10 +146,10 @@ func Up(ctx context.Context, o Options) (*Lab, error) {
 		return nil, err
 	}
 	if o.Kube && o.Transport == TransportKernel {
-		return nil, fmt.Errorf("lab: --kube runs Snorkel's agents, which configure gateways; use transport %s", strings.Join(gateway.Transports, ", "))
+		return nil, fmt.Errorf("lab: --kube runs Snorkel's agents, which configure gateways; use transport %s", strings.Join(transport.Kinds, ", "))
 	}
 	if plan.Globalnet() && o.Transport == TransportKernel {
-		return nil, fmt.Errorf("lab: scenario %s needs Globalnet's translation, which kernel routing does not do; use transport %s", o.Scenario.Name, strings.Join(gateway.Transports, " or "))
+		return nil, fmt.Errorf("lab: scenario %s needs Globalnet's translation, which kernel routing does not do; use transport %s", o.Scenario.Name, strings.Join(transport.Kinds, " or "))
 	}
 	if _, err := os.Stat(filepath.Join(o.StateDir, labFile)); err == nil {
 		return nil, fmt.Errorf("%w with its state in %s; run `snorkel lab down --state-dir %s` first", ErrAlreadyUp, o.StateDir, o.StateDir)

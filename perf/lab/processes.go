@@ -16,8 +16,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/snorkel-net/snorkel/gateway"
 	"github.com/snorkel-net/snorkel/perf/topo"
+	"github.com/snorkel-net/snorkel/transport"
 )
 
 // startPods starts whereami in every pod and waits until each answers its
@@ -68,12 +68,12 @@ func (l *Lab) startPods(ctx context.Context, inProcess bool) error {
 func (l *Lab) startGateways(ctx context.Context) error {
 	var pubs map[string]string
 	switch l.Transport {
-	case gateway.TransportWireGuard:
+	case transport.WireGuard:
 		var err error
 		if pubs, err = l.ensureKeys(); err != nil {
 			return err
 		}
-	case gateway.TransportESP:
+	case transport.ESP:
 		if err := ensurePSK(PSKFile(l.StateDir)); err != nil {
 			return err
 		}
@@ -111,7 +111,7 @@ func (l *Lab) startGateways(ctx context.Context) error {
 		}
 	}
 	l.step("gateways up: routes to remote clusters point into their TUNs")
-	if l.Transport == gateway.TransportESP {
+	if l.Transport == transport.ESP {
 		return l.waitIPsec(ctx)
 	}
 	return nil

@@ -13,8 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/snorkel-net/snorkel/gateway"
 	"github.com/snorkel-net/snorkel/perf/topo"
+	"github.com/snorkel-net/snorkel/transport"
 )
 
 // ErrChecksFailed is returned by Run when the lab came up but a demo check
@@ -215,7 +215,7 @@ func hints(w io.Writer, l *Lab) {
 	}
 	for _, c := range l.Plan.Clusters {
 		fmt.Fprintf(w, "  ip netns exec %s%s ip route\n", l.Plan.Prefix, c.Gateway.NS)
-		if l.Transport == gateway.TransportWireGuard {
+		if l.Transport == transport.WireGuard {
 			fmt.Fprintf(w, "  wg show %s\n", c.Gateway.TUN)
 		}
 	}
