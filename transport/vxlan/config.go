@@ -47,12 +47,10 @@ type Peer struct {
 
 // settings is a validated Config with defaults applied.
 type settings struct {
-	port   uint16
-	vni    uint32
-	mac    mac
-	peers  []peerSettings
-	byAddr map[netip.Addr]int
-	ipv6   bool // some peer is reached over IPv6
+	port  uint16
+	vni   uint32
+	mac   mac
+	peers []peerSettings
 }
 
 type peerSettings struct {
@@ -85,32 +83,42 @@ func (c Config) validate() (settings, error) {
 		}
 		s.mac = m
 	}
-	if len(c.Peers) == 0 {
-		return s, fmt.Errorf("vxlan: Peers: empty; configure at least one remote endpoint")
-	}
-	s.byAddr = make(map[netip.Addr]int, len(c.Peers))
+	byAddr := make(map[netip.Addr]int, len(c.Peers))
 	for i, p := range c.Peers {
-		ep := netip.AddrPortFrom(p.Endpoint.Addr().Unmap(), p.Endpoint.Port())
-		if !ep.Addr().IsValid() || ep.Addr().IsUnspecified() || ep.Addr().IsMulticast() {
-			return s, fmt.Errorf("vxlan: Peers[%d].Endpoint %v: want a unicast address and port", i, p.Endpoint)
+		ps, err := p.settings(i, s.port)
+		if err != nil {
+			return s, err
 		}
-		if ep.Port() == 0 {
-			ep = netip.AddrPortFrom(ep.Addr(), s.port)
+		if j, dup := byAddr[ps.endpoint.Addr()]; dup {
+			return s, sharedAddrError(i, p, j)
 		}
-		if j, dup := s.byAddr[ep.Addr()]; dup {
-			return s, fmt.Errorf("vxlan: Peers[%d].Endpoint %v: address already used by Peers[%d]; peers are told apart by outer source address only", i, p.Endpoint, j)
-		}
-		s.byAddr[ep.Addr()] = i
-		ps := peerSettings{endpoint: ep}
-		if len(p.MAC) != 0 {
-			m, err := parseMAC(fmt.Sprintf("Peers[%d].MAC", i), p.MAC)
-			if err != nil {
-				return s, err
-			}
-			ps.mac, ps.staticMAC = m, true
-		}
-		s.ipv6 = s.ipv6 || ep.Addr().Is6()
+		byAddr[ps.endpoint.Addr()] = i
 		s.peers = append(s.peers, ps)
 	}
 	return s, nil
+}
+
+// settings checks p as peer i; an endpoint without a port gets port, the
+// local one.
+func (p Peer) settings(i int, port uint16) (peerSettings, error) {
+	ep := netip.AddrPortFrom(p.Endpoint.Addr().Unmap(), p.Endpoint.Port())
+	if !ep.Addr().IsValid() || ep.Addr().IsUnspecified() || ep.Addr().IsMulticast() {
+		return peerSettings{}, fmt.Errorf("vxlan: Peers[%d].Endpoint %v: want a unicast address and port", i, p.Endpoint)
+	}
+	if ep.Port() == 0 {
+		ep = netip.AddrPortFrom(ep.Addr(), port)
+	}
+	ps := peerSettings{endpoint: ep}
+	if len(p.MAC) != 0 {
+		m, err := parseMAC(fmt.Sprintf("Peers[%d].MAC", i), p.MAC)
+		if err != nil {
+			return peerSettings{}, err
+		}
+		ps.mac, ps.staticMAC = m, true
+	}
+	return ps, nil
+}
+
+func sharedAddrError(i int, p Peer, j int) error {
+	return fmt.Errorf("vxlan: Peers[%d].Endpoint %v: address already used by Peers[%d]; peers are told apart by outer source address only", i, p.Endpoint, j)
 }

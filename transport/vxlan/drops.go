@@ -54,22 +54,17 @@ var reasonNames = [numReasons]string{
 
 func (r reason) String() string { return reasonNames[r] }
 
-// dropCounts holds a counter per peer and reason; row 0 is for frames whose
-// sender is unknown (transport.PeerAny), row p+1 for peer p.
-type dropCounts [][numReasons]atomic.Uint64
+// dropRow holds a counter per reason for one sender: a peer, or the
+// unknown senders (transport.PeerAny).
+type dropRow [numReasons]atomic.Uint64
 
-func newDropCounts(peers int) dropCounts { return make(dropCounts, peers+1) }
+func (d *dropRow) add(r reason) { d[r].Add(1) }
 
-func (d dropCounts) add(peer int, r reason) { d[peer+1][r].Add(1) }
-
-// snapshot lists the non-zero counters.
-func (d dropCounts) snapshot() []transport.Drop {
-	var out []transport.Drop
-	for row := range d {
-		for r := dropShort; r < numReasons; r++ {
-			if n := d[row][r].Load(); n != 0 {
-				out = append(out, transport.Drop{Peer: row - 1, Reason: r.String(), Count: n})
-			}
+// appendTo appends the non-zero counters to out as drops of peer.
+func (d *dropRow) appendTo(out []transport.Drop, peer int) []transport.Drop {
+	for r := dropShort; r < numReasons; r++ {
+		if n := d[r].Load(); n != 0 {
+			out = append(out, transport.Drop{Peer: peer, Reason: r.String(), Count: n})
 		}
 	}
 	return out

@@ -21,48 +21,52 @@ func newRxScratch() *rxScratch { return &rxScratch{group: udp.NewGrouper()} }
 // arrival order.
 func (t *Transport) receive(bufs [][]byte, sizes []int, srcs []netip.AddrPort) {
 	s := t.rxPool.Get().(*rxScratch)
+	e := t.inUse.enter()
+	tab := t.peers.Load()
 	for i, b := range bufs {
 		if sizes[i] == 0 {
 			// An empty datagram, whose sender the bind does not report.
-			t.drops.add(transport.PeerAny, dropShort)
+			t.anyDrops.add(dropShort)
 			continue
 		}
-		p, ok := t.cfg.byAddr[srcs[i].Addr()]
+		n, ok := tab.byAddr[srcs[i].Addr()]
 		if !ok {
-			t.drops.add(transport.PeerAny, dropUnknownPeer)
+			t.anyDrops.add(dropUnknownPeer)
 			continue
 		}
+		p := tab.peers[n]
 		frame := b[rxOffset : rxOffset+sizes[i]]
 		d := decode(frame, t.cfg.vni)
 		switch d.kind {
 		case frameDrop:
-			t.drops.add(p, d.reason)
+			p.state.drops.add(d.reason)
 			continue
 		case frameARP:
-			t.peers[p].learn(d.src)
+			p.learn(d.src)
 			t.replyARP(s, p, frame)
 			continue
 		}
-		t.peers[p].learn(d.src)
+		p.learn(d.src)
 		bufs[i] = b[:transport.Headroom+d.ipLen]
-		s.group.Add(i, p)
+		s.group.Add(i, n)
 	}
 	s.group.Deliver(t.deliver, bufs, transport.Headroom)
+	t.inUse.exit(e)
 	t.rxPool.Put(s)
 }
 
-// replyARP answers an ARP request from peer p in place; the reply goes to
-// the peer's configured endpoint, which is where a kernel vxlan device
-// listens, not to the source port the request came from.
-func (t *Transport) replyARP(s *rxScratch, p int, frame []byte) {
+// replyARP answers an ARP request from p in place; the reply goes to the
+// peer's configured endpoint, which is where a kernel vxlan device listens,
+// not to the source port the request came from.
+func (t *Transport) replyARP(s *rxScratch, p *peer, frame []byte) {
 	reply, r := answerARP(frame, t.cfg.vni, t.cfg.mac)
 	if r != accepted {
-		t.drops.add(p, r)
+		p.state.drops.add(r)
 		return
 	}
 	s.one[0] = reply
-	if err := t.conn.Send(s.one[:], t.peers[p].endpoint); err != nil {
-		t.drops.add(p, dropARPReplyFailed)
+	if err := t.conn.Send(s.one[:], p.endpoint); err != nil {
+		p.state.drops.add(dropARPReplyFailed)
 	}
 	s.one[0] = nil
 }

@@ -14,10 +14,18 @@
 // received packets are delivered in the socket's buffers at
 // transport.Headroom. Scratch slices come from pools.
 //
+// Peers: a peer's number is its index in Config.Peers, or the number given
+// to SetPeer. SetPeer and RemovePeer change one peer while the transport
+// runs, without touching the socket or the other peers.
+//
 // Concurrency: Send may be called from any number of goroutines. Deliver is
 // called from the socket's receive goroutines (one per address family), so
-// calls may overlap. Learned MACs and drop counters are atomics. Close waits
-// for the receive goroutines, so Deliver is not called after it returns.
+// calls may overlap. Learned MACs and drop counters are atomics. The peer
+// table is an immutable snapshot that Send and receive load once per batch
+// without locking; SetPeer and RemovePeer, serialised by a mutex, build a
+// new one and swap it in, and RemovePeer then waits for the batches that
+// still hold the old one. Close waits for the receive goroutines, so
+// Deliver is not called after it returns.
 package vxlan
 
 import (
@@ -46,50 +54,30 @@ var (
 	_ transport.DropCounter = (*Transport)(nil)
 )
 
-// Transport is a VXLAN tunnel to a fixed set of peers.
+// Transport is a VXLAN tunnel to a set of peers that may change while it
+// runs (SetPeer, RemovePeer).
 type Transport struct {
 	cfg     settings
-	peers   []peer
 	conn    *udp.Conn
 	deliver transport.Deliverer
-	drops   dropCounts
-	closed  atomic.Bool
-	txPool  sync.Pool // *[][]byte of capacity udp.BatchSize
-	rxPool  sync.Pool // *rxScratch
-}
-
-type peer struct {
-	peerSettings
-	learned atomic.Uint64 // mac.pack() of the last inner source MAC, 0 if none
-}
-
-// dstMAC is the inner destination for frames to p: the configured MAC, else
-// the learned one, else broadcast, which a kernel vxlan device floods to
-// its own stack like any broadcast frame.
-func (p *peer) dstMAC() mac {
-	if p.staticMAC {
-		return p.mac
-	}
-	if v := p.learned.Load(); v != 0 {
-		return unpack(v)
-	}
-	return broadcast
-}
-
-// learn records src as p's MAC; the load first keeps the cache line shared
-// while the address does not change.
-func (p *peer) learn(src mac) {
-	if !src.isUnicast() {
-		return
-	}
-	if v := src.pack(); p.learned.Load() != v {
-		p.learned.Store(v)
-	}
+	// peers is the current peer table. Send and receive load it once per
+	// batch without locking; SetPeer and RemovePeer replace it under mu.
+	peers atomic.Pointer[peerTable]
+	// inUse counts the batches that hold a table, so that RemovePeer can
+	// wait out those that hold the one it replaced.
+	inUse readers
+	mu    sync.Mutex
+	// anyDrops counts what arrives from no peer's address.
+	anyDrops dropRow
+	closed   atomic.Bool
+	txPool   sync.Pool // *[][]byte of capacity udp.BatchSize
+	rxPool   sync.Pool // *rxScratch
 }
 
 // New opens the UDP port of cfg and starts receiving; d is given every IP
 // packet that arrives from a configured peer. A port in use is reported
-// with an error wrapping syscall.EADDRINUSE.
+// with an error wrapping syscall.EADDRINUSE. cfg may list no peers; SetPeer
+// adds them later.
 func New(cfg Config, d transport.Deliverer) (*Transport, error) {
 	if d == nil {
 		return nil, fmt.Errorf("vxlan: nil Deliverer")
@@ -98,15 +86,12 @@ func New(cfg Config, d transport.Deliverer) (*Transport, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Transport{
-		cfg:     s,
-		peers:   make([]peer, len(s.peers)),
-		deliver: d,
-		drops:   newDropCounts(len(s.peers)),
+	t := &Transport{cfg: s, deliver: d}
+	peers := make([]*peer, len(s.peers))
+	for i, ps := range s.peers {
+		peers[i] = &peer{peerSettings: ps, state: &peerState{}}
 	}
-	for i := range s.peers {
-		t.peers[i].peerSettings = s.peers[i]
-	}
+	t.peers.Store(newPeerTable(peers))
 	t.txPool.New = func() any {
 		b := make([][]byte, 0, udp.BatchSize)
 		return &b
@@ -129,10 +114,11 @@ func (t *Transport) MAC() [6]byte { return t.cfg.mac }
 
 // PeerMAC is the inner Ethernet address frames to peer are sent to.
 func (t *Transport) PeerMAC(peer int) ([6]byte, error) {
-	if peer < 0 || peer >= len(t.peers) {
-		return mac{}, fmt.Errorf("vxlan: peer %d: no such peer (have %d)", peer, len(t.peers))
+	p := t.peers.Load().get(peer)
+	if p == nil {
+		return mac{}, fmt.Errorf("vxlan: peer %d: no such peer", peer)
 	}
-	return t.peers[peer].dstMAC(), nil
+	return p.dstMAC(), nil
 }
 
 // Send encapsulates bufs[i][offset:] in place and sends them to peer as one
@@ -141,23 +127,25 @@ func (t *Transport) Send(peer int, bufs [][]byte, offset int) error {
 	if t.closed.Load() {
 		return transport.ErrClosed
 	}
-	if peer < 0 || peer >= len(t.peers) {
-		return fmt.Errorf("vxlan: send to peer %d: no such peer (have %d)", peer, len(t.peers))
-	}
 	if offset < headerLen {
 		return fmt.Errorf("vxlan: send offset %d: need at least %d bytes of headroom", offset, headerLen)
 	}
 	if len(bufs) > udp.BatchSize {
 		return fmt.Errorf("vxlan: send batch of %d: at most %d", len(bufs), udp.BatchSize)
 	}
-	p := &t.peers[peer]
+	e := t.inUse.enter()
+	defer t.inUse.exit(e)
+	p := t.peers.Load().get(peer)
+	if p == nil {
+		return fmt.Errorf("vxlan: send to peer %d: no such peer", peer)
+	}
 	dst := p.dstMAC()
 	sp := t.txPool.Get().(*[][]byte)
 	out := (*sp)[:0]
 	for _, b := range bufs {
 		f, ok := encap(b, offset, t.cfg.vni, dst, t.cfg.mac)
 		if !ok {
-			t.drops.add(peer, dropTxNotIP)
+			p.state.drops.add(dropTxNotIP)
 			continue
 		}
 		out = append(out, f)
@@ -173,9 +161,9 @@ func (t *Transport) Send(peer int, bufs [][]byte, offset int) error {
 }
 
 // Overhead is 50 bytes over an IPv4 underlay and 70 over IPv6; with peers of
-// both families it is the larger.
+// both families it is the larger. It follows the current peers.
 func (t *Transport) Overhead() int {
-	if t.cfg.ipv6 {
+	if t.peers.Load().ipv6 {
 		return overheadIPv6
 	}
 	return overheadIPv4
@@ -184,8 +172,17 @@ func (t *Transport) Overhead() int {
 // BatchSize is the largest batch Send takes and Deliver is given.
 func (t *Transport) BatchSize() int { return udp.BatchSize }
 
-// Drops lists the packets discarded so far by peer and reason.
-func (t *Transport) Drops() []transport.Drop { return t.drops.snapshot() }
+// Drops lists the packets discarded so far by peer and reason: those from
+// unknown senders first, then each current peer's by peer number.
+func (t *Transport) Drops() []transport.Drop {
+	out := t.anyDrops.appendTo(nil, transport.PeerAny)
+	for i, p := range t.peers.Load().peers {
+		if p != nil {
+			out = p.state.drops.appendTo(out, i)
+		}
+	}
+	return out
+}
 
 // Close closes the socket and waits for the receive goroutines.
 func (t *Transport) Close() error {
