@@ -53,7 +53,9 @@ func (b *filterBind) sent(msg []byte, ep conn.Endpoint) {
 	case device.MessageInitiationType, device.MessageResponseType:
 		// The sender index follows the type in both (§5.4.2, §5.4.3);
 		// the peer addresses its answers and transport messages to it.
-		b.f.indices.learn(binary.LittleEndian.Uint32(msg[4:]), time.Now())
+		// The recipient is noted so that the index can be forgotten
+		// with the peer.
+		b.f.indices.learn(binary.LittleEndian.Uint32(msg[4:]), b.f.recipientOf(msg), time.Now())
 	case device.MessageCookieReplyType:
 		// The device sends a cookie reply only in place of handling a
 		// handshake message it received under load (§5.4.7).

@@ -54,8 +54,7 @@ type Peer struct {
 }
 
 // validate refuses a configuration that wireguard-go would take but that
-// would not do what the caller meant (a peer key equal to our own is ignored
-// by the device, a prefix given to two peers silently moves to the last one).
+// would not do what the caller meant.
 func (c *Config) validate() error {
 	if c.PrivateKey.IsZero() {
 		return fmt.Errorf("wireguard: config: PrivateKey is not set; generate one with GenerateKey or LoadOrCreateKey")
@@ -66,36 +65,58 @@ func (c *Config) validate() error {
 	if strings.ContainsAny(c.UAPIName, "/\x00") {
 		return fmt.Errorf("wireguard: config: UAPIName %q must be a plain interface name", c.UAPIName)
 	}
-	self := c.PrivateKey.Public()
-	keys := make(map[Key]int, len(c.Peers))
-	prefixes := make(map[netip.Prefix]int)
-	for i, p := range c.Peers {
-		if p.PublicKey.IsZero() {
-			return fmt.Errorf("wireguard: config: Peers[%d].PublicKey is not set", i)
+	set := newPeerSet(c.PrivateKey.Public())
+	for i := range c.Peers {
+		if err := set.add(i, &c.Peers[i]); err != nil {
+			return fmt.Errorf("wireguard: config: %w", err)
 		}
-		if p.PublicKey == self {
-			return fmt.Errorf("wireguard: config: Peers[%d].PublicKey is this gateway's own public key", i)
+	}
+	return nil
+}
+
+// peerSet checks peers one at a time, each against those added before it,
+// for what wireguard-go would take but would not do what the caller meant
+// (a peer key equal to our own is ignored by the device, a prefix given to
+// two peers silently moves to the last one).
+type peerSet struct {
+	self     Key
+	keys     map[Key]int
+	prefixes map[netip.Prefix]int
+}
+
+func newPeerSet(self Key) *peerSet {
+	return &peerSet{self: self, keys: map[Key]int{}, prefixes: map[netip.Prefix]int{}}
+}
+
+// add checks p as peer number i and, if it is valid, adds it.
+func (s *peerSet) add(i int, p *Peer) error {
+	if p.PublicKey.IsZero() {
+		return fmt.Errorf("Peers[%d].PublicKey is not set", i)
+	}
+	if p.PublicKey == s.self {
+		return fmt.Errorf("Peers[%d].PublicKey is this gateway's own public key", i)
+	}
+	if j, dup := s.keys[p.PublicKey]; dup {
+		return fmt.Errorf("Peers[%d].PublicKey is the same as Peers[%d]'s; give each remote gateway once", i, j)
+	}
+	if p.Endpoint.IsValid() && (p.Endpoint.Port() == 0 || p.Endpoint.Addr().IsUnspecified()) {
+		return fmt.Errorf("Peers[%d].Endpoint %v needs an address and a port", i, p.Endpoint)
+	}
+	if p.PersistentKeepalive < 0 || p.PersistentKeepalive > 65535 {
+		return fmt.Errorf("Peers[%d].PersistentKeepalive %d is outside [0, 65535] seconds", i, p.PersistentKeepalive)
+	}
+	for _, pfx := range p.AllowedIPs {
+		if !pfx.IsValid() {
+			return fmt.Errorf("Peers[%d].AllowedIPs has an invalid prefix", i)
 		}
-		if j, dup := keys[p.PublicKey]; dup {
-			return fmt.Errorf("wireguard: config: Peers[%d].PublicKey is the same as Peers[%d]'s; give each remote gateway once", i, j)
+		m := pfx.Masked()
+		if j, dup := s.prefixes[m]; dup && j != i {
+			return fmt.Errorf("Peers[%d].AllowedIPs %v is also in Peers[%d].AllowedIPs; a CIDR belongs to one remote cluster", i, m, j)
 		}
-		keys[p.PublicKey] = i
-		if p.Endpoint.IsValid() && (p.Endpoint.Port() == 0 || p.Endpoint.Addr().IsUnspecified()) {
-			return fmt.Errorf("wireguard: config: Peers[%d].Endpoint %v needs an address and a port", i, p.Endpoint)
-		}
-		if p.PersistentKeepalive < 0 || p.PersistentKeepalive > 65535 {
-			return fmt.Errorf("wireguard: config: Peers[%d].PersistentKeepalive %d is outside [0, 65535] seconds", i, p.PersistentKeepalive)
-		}
-		for _, pfx := range p.AllowedIPs {
-			if !pfx.IsValid() {
-				return fmt.Errorf("wireguard: config: Peers[%d].AllowedIPs has an invalid prefix", i)
-			}
-			m := pfx.Masked()
-			if j, dup := prefixes[m]; dup {
-				return fmt.Errorf("wireguard: config: Peers[%d].AllowedIPs %v is also in Peers[%d].AllowedIPs; a CIDR belongs to one remote cluster", i, m, j)
-			}
-			prefixes[m] = i
-		}
+	}
+	s.keys[p.PublicKey] = i
+	for _, pfx := range p.AllowedIPs {
+		s.prefixes[pfx.Masked()] = i
 	}
 	return nil
 }
@@ -107,22 +128,33 @@ func (c *Config) deviceUAPI() string {
 	b.WriteString("private_key=" + c.PrivateKey.hex() + "\n")
 	b.WriteString("listen_port=" + strconv.Itoa(int(c.Port)) + "\n")
 	b.WriteString("replace_peers=true\n")
-	for _, p := range c.Peers {
-		b.WriteString("public_key=" + p.PublicKey.hex() + "\n")
-		if p.PresharedKey != nil {
-			b.WriteString("preshared_key=" + p.PresharedKey.hex() + "\n")
-		}
-		if p.Endpoint.IsValid() {
-			// Unmapped, so that an IPv4-mapped address goes out of the IPv4
-			// socket rather than the IPv6-only one.
-			ep := netip.AddrPortFrom(p.Endpoint.Addr().Unmap(), p.Endpoint.Port())
-			b.WriteString("endpoint=" + ep.String() + "\n")
-		}
-		b.WriteString("persistent_keepalive_interval=" + strconv.Itoa(p.PersistentKeepalive) + "\n")
-		b.WriteString("replace_allowed_ips=true\n")
-		for _, pfx := range p.AllowedIPs {
-			b.WriteString("allowed_ip=" + pfx.Masked().String() + "\n")
-		}
+	for i := range c.Peers {
+		writePeerUAPI(&b, &c.Peers[i])
 	}
 	return b.String()
+}
+
+// writePeerUAPI renders the section of a UAPI set operation that creates p
+// or, if the device has a peer with p's key, updates it in place, which
+// keeps its session: every field is written, so that one SetPeer leaves
+// nothing of the peer's previous configuration but its endpoint.
+func writePeerUAPI(b *strings.Builder, p *Peer) {
+	b.WriteString("public_key=" + p.PublicKey.hex() + "\n")
+	// An all-zero preshared key is WireGuard's "none" (§5.2).
+	var psk Key
+	if p.PresharedKey != nil {
+		psk = *p.PresharedKey
+	}
+	b.WriteString("preshared_key=" + psk.hex() + "\n")
+	if p.Endpoint.IsValid() {
+		// Unmapped, so that an IPv4-mapped address goes out of the IPv4
+		// socket rather than the IPv6-only one.
+		ep := netip.AddrPortFrom(p.Endpoint.Addr().Unmap(), p.Endpoint.Port())
+		b.WriteString("endpoint=" + ep.String() + "\n")
+	}
+	b.WriteString("persistent_keepalive_interval=" + strconv.Itoa(p.PersistentKeepalive) + "\n")
+	b.WriteString("replace_allowed_ips=true\n")
+	for _, pfx := range p.AllowedIPs {
+		b.WriteString("allowed_ip=" + pfx.Masked().String() + "\n")
+	}
 }

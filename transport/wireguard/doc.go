@@ -21,8 +21,19 @@
 // dropped with a log line the package counts. The receive filter allocates
 // nothing; learning an index, once per handshake sent, copies a small table.
 //
+// Peers: a peer's number is its index in Config.Peers, or the number given
+// to SetPeer. SetPeer and RemovePeer change one peer while the transport
+// runs, through the device's configuration protocol without replace_peers,
+// so the socket and the other peers' sessions are untouched; a peer updated
+// under the same public key keeps its session too. The receive filter, the
+// endpoint map, the log sink's peer map and the drop counters follow each
+// change.
+//
 // Concurrency: Send may be called from many goroutines; batches are taken one
 // at a time by the device's single TUN reader, so concurrent senders queue.
-// Deliver is called concurrently, one goroutine per remote peer. Close waits
-// for the device's goroutines, so Deliver is not called after it returns.
+// Deliver is called concurrently, one goroutine per remote peer. The peer
+// table, the filter's maps and the drop counter rows are immutable
+// snapshots read without locking; SetPeer and RemovePeer, serialised by a
+// mutex, replace them whole. Close waits for the device's goroutines, so
+// Deliver is not called after it returns.
 package wireguard

@@ -76,37 +76,69 @@ var reasonNames = [numReasons]string{
 	reasonUnderLoad:        ReasonUnderLoad,
 }
 
-// dropCounters holds one counter per peer and reason; the last row is for
-// drops whose sender is unknown.
+// dropRow holds a counter per reason for one sender.
+type dropRow [numReasons]atomic.Uint64
+
+// dropCounters holds a row per peer number and one for drops whose sender
+// is unknown. The filter, the log sink and the pipe count without locking;
+// a peer that comes or goes replaces the slice of rows.
 type dropCounters struct {
-	rows [][numReasons]atomic.Uint64
+	// peers is indexed by peer number, nil where there is no peer.
+	peers atomic.Pointer[[]*dropRow]
+	any   dropRow
 }
 
 func newDropCounters(peers int) *dropCounters {
-	return &dropCounters{rows: make([][numReasons]atomic.Uint64, peers+1)}
-}
-
-// add counts n drops; peer is an index into the peer list or transport.PeerAny.
-func (c *dropCounters) add(peer int, r reason, n uint64) {
-	if peer < 0 || peer >= len(c.rows)-1 {
-		peer = len(c.rows) - 1
+	rows := make([]*dropRow, peers)
+	for i := range rows {
+		rows[i] = new(dropRow)
 	}
-	c.rows[peer][r].Add(n)
+	c := &dropCounters{}
+	c.peers.Store(&rows)
+	return c
 }
 
-// snapshot returns the non-zero counters.
+// add counts n drops; peer is a peer number or transport.PeerAny. Drops
+// from a number with no peer count as from an unknown sender.
+func (c *dropCounters) add(peer int, r reason, n uint64) {
+	row := &c.any
+	if rows := *c.peers.Load(); peer >= 0 && peer < len(rows) && rows[peer] != nil {
+		row = rows[peer]
+	}
+	row[r].Add(n)
+}
+
+// reset gives peer i a row of zeros if open, else no row. Callers
+// serialise: the Transport calls it under its mutex.
+func (c *dropCounters) reset(i int, open bool) {
+	old := *c.peers.Load()
+	rows := make([]*dropRow, max(len(old), i+1))
+	copy(rows, old)
+	rows[i] = nil
+	if open {
+		rows[i] = new(dropRow)
+	}
+	for len(rows) > 0 && rows[len(rows)-1] == nil {
+		rows = rows[:len(rows)-1]
+	}
+	c.peers.Store(&rows)
+}
+
+// snapshot returns the non-zero counters, peers by number, then PeerAny.
 func (c *dropCounters) snapshot() []transport.Drop {
 	var out []transport.Drop
-	for i := range c.rows {
-		peer := i
-		if i == len(c.rows)-1 {
-			peer = transport.PeerAny
-		}
+	appendRow := func(peer int, row *dropRow) {
 		for r := range numReasons {
-			if n := c.rows[i][r].Load(); n > 0 {
+			if n := row[r].Load(); n > 0 {
 				out = append(out, transport.Drop{Peer: peer, Reason: reasonNames[r], Count: n})
 			}
 		}
 	}
+	for i, row := range *c.peers.Load() {
+		if row != nil {
+			appendRow(i, row)
+		}
+	}
+	appendRow(transport.PeerAny, &c.any)
 	return out
 }

@@ -34,19 +34,37 @@ type filter struct {
 	indices *indexTable
 	// mac1Key is HASH(LABEL_MAC1 || our public key) (WireGuard paper §5.4.4).
 	mac1Key [blake2s.Size]byte
-	// endpoints maps a peer's endpoint, unmapped, to its index in
-	// Config.Peers. It is replaced whole when the device learns endpoints.
+	// endpoints maps a peer's endpoint, unmapped, to its peer number. It
+	// is replaced whole when the device learns endpoints or the peers change.
 	endpoints atomic.Pointer[map[netip.AddrPort]int]
+	// recipients are the current peers, by which the indices handed out are
+	// attributed. It is replaced whole when the peers change.
+	recipients atomic.Pointer[[]recipient]
+}
+
+// recipient is a peer as the filter tells it apart: by the mac1 of the
+// handshake messages sent to it.
+type recipient struct {
+	key     Key
+	mac1Key [blake2s.Size]byte
 }
 
 func newFilter(self Key, drops *dropCounters) *filter {
-	f := &filter{drops: drops, indices: newIndexTable()}
+	f := &filter{drops: drops, indices: newIndexTable(), mac1Key: mac1KeyOf(self)}
+	f.endpoints.Store(&map[netip.AddrPort]int{})
+	f.recipients.Store(&[]recipient{})
+	return f
+}
+
+// mac1KeyOf is HASH(LABEL_MAC1 || pub), the key of the mac1 of handshake
+// messages to the holder of pub (WireGuard paper §5.4.4).
+func mac1KeyOf(pub Key) [blake2s.Size]byte {
+	var k [blake2s.Size]byte
 	h, _ := blake2s.New256(nil)
 	h.Write([]byte("mac1----"))
-	h.Write(self[:])
-	h.Sum(f.mac1Key[:0])
-	f.endpoints.Store(&map[netip.AddrPort]int{})
-	return f
+	h.Write(pub[:])
+	h.Sum(k[:0])
+	return k
 }
 
 // macer computes mac1 for one receive goroutine: blake2s.New128 allocates, so
@@ -56,8 +74,10 @@ type macer struct {
 	sum [macSize]byte
 }
 
-func (f *filter) newMacer() *macer {
-	h, err := blake2s.New128(f.mac1Key[:])
+func (f *filter) newMacer() *macer { return newMacer(&f.mac1Key) }
+
+func newMacer(key *[blake2s.Size]byte) *macer {
+	h, err := blake2s.New128(key[:])
 	if err != nil {
 		// Only a key longer than 32 bytes is refused, and ours is 32.
 		panic(err)
@@ -132,7 +152,7 @@ func (f *filter) peerOf(ep conn.Endpoint) int {
 	return transport.PeerAny
 }
 
-// setEndpoints records the peers' current endpoints, indexed as Config.Peers.
+// setEndpoints records the peers' current endpoints, indexed by peer number.
 func (f *filter) setEndpoints(eps []netip.AddrPort) {
 	m := make(map[netip.AddrPort]int, len(eps))
 	for i, ap := range eps {
@@ -141,4 +161,27 @@ func (f *filter) setEndpoints(eps []netip.AddrPort) {
 		}
 	}
 	f.endpoints.Store(&m)
+}
+
+// setRecipients records the current peers' public keys.
+func (f *filter) setRecipients(keys []Key) {
+	rs := make([]recipient, len(keys))
+	for i, k := range keys {
+		rs[i] = recipient{key: k, mac1Key: mac1KeyOf(k)}
+	}
+	f.recipients.Store(&rs)
+}
+
+// recipientOf is the public key of the peer that msg, a handshake
+// initiation or response the device sends, is for, or the zero Key if it
+// is for no current peer. The device keys the mac1 of both with the
+// recipient's public key. It allocates a hash per peer tried, which is
+// once per handshake, not per packet.
+func (f *filter) recipientOf(msg []byte) Key {
+	for _, r := range *f.recipients.Load() {
+		if newMacer(&r.mac1Key).validMAC1(msg) {
+			return r.key
+		}
+	}
+	return Key{}
 }

@@ -15,7 +15,7 @@ import (
 func TestReceiveFilterDoesNotAllocate(t *testing.T) {
 	self, _ := GenerateKey()
 	f := newFilter(self.Public(), newDropCounters(1))
-	f.indices.learn(7, time.Now())
+	f.indices.learn(7, Key{}, time.Now())
 	f.setEndpoints([]netip.AddrPort{netip.MustParseAddrPort("192.0.2.1:51820")})
 	rng := rand.New(rand.NewPCG(3, 4))
 	var k [32]byte
@@ -59,18 +59,18 @@ func TestIndexTableEvictsIntoLettingThrough(t *testing.T) {
 	tab := newIndexTable()
 	now := time.Unix(1000, 0)
 	for i := range uint32(maxIndices) {
-		tab.learn(i, now.Add(time.Duration(i)))
+		tab.learn(i, Key{}, now.Add(time.Duration(i)))
 	}
 	if tab.known(maxIndices + 1) {
 		t.Fatalf("an index never handed out is known")
 	}
 	// A full table forgets its oldest index, which may still be live, so
 	// it must let every index through until that one has surely expired.
-	tab.learn(maxIndices, now.Add(maxIndices))
+	tab.learn(maxIndices, Key{}, now.Add(maxIndices))
 	if !tab.known(maxIndices + 1) {
 		t.Errorf("an index is dropped while an evicted one may be live")
 	}
-	tab.learn(maxIndices+2, now.Add(indexLifetime+time.Second))
+	tab.learn(maxIndices+2, Key{}, now.Add(indexLifetime+time.Second))
 	if tab.known(maxIndices+1) || !tab.known(maxIndices+2) {
 		t.Errorf("after every evicted index expired: known(unknown) = %v, known(new) = %v", tab.known(maxIndices+1), tab.known(maxIndices+2))
 	}

@@ -21,11 +21,19 @@ const indexLifetime = device.RekeyAttemptTime + 4*device.RejectAfterTime
 // the table stops dropping unknown indices rather than forget a live one.
 const maxIndices = 4096
 
+// handout is one index the device put in a handshake message.
+type handout struct {
+	// expires is the unix time in nanoseconds after which the index can no
+	// longer be live.
+	expires int64
+	// owner is the public key of the peer the message went to; zero if
+	// the message matched no current peer.
+	owner Key
+}
+
 // indexSet is an immutable snapshot of the receiver indices that may be live.
 type indexSet struct {
-	// expires maps an index to the unix time in nanoseconds after which it
-	// can no longer be live.
-	expires map[uint32]int64
+	expires map[uint32]handout
 	// unsureUntil is non-zero while an index evicted to make room may still
 	// be live: until then no index counts as unknown.
 	unsureUntil int64
@@ -42,7 +50,7 @@ type indexTable struct {
 
 func newIndexTable() *indexTable {
 	t := &indexTable{}
-	t.set.Store(&indexSet{expires: map[uint32]int64{}})
+	t.set.Store(&indexSet{expires: map[uint32]handout{}})
 	return t
 }
 
@@ -58,31 +66,47 @@ func (t *indexTable) known(index uint32) bool {
 	return ok
 }
 
-// learn records index as handed out at now.
-func (t *indexTable) learn(index uint32, now time.Time) {
+// learn records index as handed out to owner at now.
+func (t *indexTable) learn(index uint32, owner Key, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	old := t.set.Load()
 	nowNs := now.UnixNano()
-	next := &indexSet{expires: make(map[uint32]int64, len(old.expires)+1)}
+	next := &indexSet{expires: make(map[uint32]handout, len(old.expires)+1)}
 	if old.unsureUntil > nowNs {
 		next.unsureUntil = old.unsureUntil
 	}
-	for i, exp := range old.expires {
-		if exp > nowNs {
-			next.expires[i] = exp
+	for i, h := range old.expires {
+		if h.expires > nowNs {
+			next.expires[i] = h
 		}
 	}
 	if _, ok := next.expires[index]; !ok && len(next.expires) >= maxIndices {
 		oldest, oldestExp := uint32(0), int64(0)
-		for i, exp := range next.expires {
-			if oldestExp == 0 || exp < oldestExp {
-				oldest, oldestExp = i, exp
+		for i, h := range next.expires {
+			if oldestExp == 0 || h.expires < oldestExp {
+				oldest, oldestExp = i, h.expires
 			}
 		}
 		delete(next.expires, oldest)
 		next.unsureUntil = max(next.unsureUntil, oldestExp)
 	}
-	next.expires[index] = now.Add(indexLifetime).UnixNano()
+	next.expires[index] = handout{expires: now.Add(indexLifetime).UnixNano(), owner: owner}
+	t.set.Store(next)
+}
+
+// forget drops the indices handed out to owner, a peer the device no
+// longer has: the device discards messages to them without a trace, so
+// the filter must count them instead.
+func (t *indexTable) forget(owner Key) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	old := t.set.Load()
+	next := &indexSet{expires: make(map[uint32]handout, len(old.expires)), unsureUntil: old.unsureUntil}
+	for i, h := range old.expires {
+		if h.owner != owner {
+			next.expires[i] = h
+		}
+	}
 	t.set.Store(next)
 }

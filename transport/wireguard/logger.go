@@ -44,8 +44,8 @@ const errorInterval = time.Second
 type logSink struct {
 	log   *slog.Logger
 	drops *dropCounters
-	// peers maps the device's peers to their index in Config.Peers. It is
-	// stored once the peers exist and never changed.
+	// peers maps the device's peers to their peer numbers. It is replaced
+	// whole when the peers change.
 	peers atomic.Pointer[map[*device.Peer]int]
 	// refined counts replay and flood lines whose "invalid initiation" line,
 	// which the device logs next for the same message, is still to come.

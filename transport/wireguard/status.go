@@ -22,15 +22,18 @@ type PeerStatus struct {
 	RxBytes, TxBytes uint64
 }
 
-// Peers returns the status of each peer, indexed as Config.Peers. It parses
-// the device's UAPI get output, so it is for metrics and status, not for a
-// packet path.
+// Peers returns the status of each peer, indexed by peer number; a number
+// with no peer has the zero PeerStatus. It parses the device's UAPI get
+// output, so it is for metrics and status, not for a packet path.
 func (t *Transport) Peers() ([]PeerStatus, error) {
-	out := make([]PeerStatus, len(t.peerKeys))
-	index := make(map[Key]int, len(t.peerKeys))
-	for i, k := range t.peerKeys {
-		out[i].PublicKey = k
-		index[k] = i
+	tab := *t.peers.Load()
+	out := make([]PeerStatus, len(tab))
+	index := make(map[Key]int, len(tab))
+	for i, p := range tab {
+		if p != nil {
+			out[i].PublicKey = p.cfg.PublicKey
+			index[p.cfg.PublicKey] = i
+		}
 	}
 	text, err := t.dev.IpcGet()
 	if err != nil {

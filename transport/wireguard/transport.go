@@ -25,15 +25,26 @@ const (
 // uses it in log lines.
 const defaultName = "snorkel-wg"
 
-// Transport is a WireGuard tunnel to a fixed set of peers.
+// Transport is a WireGuard tunnel to a set of peers that may change while it
+// runs (SetPeer, RemovePeer).
 type Transport struct {
-	dev      *device.Device
-	pipe     *pipe
-	drops    *dropCounters
-	filter   *filter
-	overhead int
-	port     uint16
-	peerKeys []Key
+	dev    *device.Device
+	pipe   *pipe
+	drops  *dropCounters
+	filter *filter
+	sink   *logSink
+	log    *slog.Logger
+	self   Key
+	port   uint16
+
+	// mu serialises changes of the peers and what follows them: the
+	// device's configuration, the peer table, the filter's endpoints.
+	mu     sync.Mutex
+	closed bool // under mu
+	// peers is indexed by peer number, nil where there is none. Send loads
+	// it without locking; it is replaced whole under mu.
+	peers    atomic.Pointer[[]*peer]
+	overhead atomic.Int32
 
 	uapi     net.Listener
 	uapiPath string
@@ -78,21 +89,15 @@ func New(cfg Config, d transport.Deliverer) (*Transport, error) {
 	log = log.With("transport", "wireguard", "device", name)
 
 	t := &Transport{
-		drops:    newDropCounters(len(cfg.Peers)),
-		overhead: overheadIPv4,
-		peerKeys: make([]Key, len(cfg.Peers)),
+		drops: newDropCounters(len(cfg.Peers)),
+		log:   log,
+		self:  cfg.PrivateKey.Public(),
 	}
-	for i, p := range cfg.Peers {
-		t.peerKeys[i] = p.PublicKey
-		if p.Endpoint.Addr().Is6() && !p.Endpoint.Addr().Is4In6() {
-			t.overhead = overheadIPv6
-		}
-	}
-	sink := &logSink{log: log, drops: t.drops, handshook: make(chan struct{}, 1)}
+	t.sink = &logSink{log: log, drops: t.drops, handshook: make(chan struct{}, 1)}
 	t.pipe = newPipe(name, cfg.MTU, d, t.drops)
-	t.filter = newFilter(cfg.PrivateKey.Public(), t.drops)
+	t.filter = newFilter(t.self, t.drops)
 	bind := &filterBind{Bind: conn.NewDefaultBind(), f: t.filter}
-	t.dev = device.NewDevice(t.pipe, bind, sink.deviceLogger())
+	t.dev = device.NewDevice(t.pipe, bind, t.sink.deviceLogger())
 
 	// The device is down while it is configured, so listen_port only records
 	// the port and Up opens the socket.
@@ -100,16 +105,16 @@ func New(cfg Config, d transport.Deliverer) (*Transport, error) {
 		t.dev.Close()
 		return nil, fmt.Errorf("wireguard: configure device: %w", err)
 	}
-	peers := make(map[*device.Peer]int, len(cfg.Peers))
+	tab := make([]*peer, len(cfg.Peers))
 	for i, p := range cfg.Peers {
 		dp := t.dev.LookupPeer(device.NoisePublicKey(p.PublicKey))
 		if dp == nil {
 			t.dev.Close()
 			return nil, fmt.Errorf("wireguard: configure device: Peers[%d] was not created", i)
 		}
-		peers[dp] = i
+		tab[i] = &peer{cfg: clonePeer(p), dev: dp}
 	}
-	sink.peers.Store(&peers)
+	t.install(tab)
 
 	if err := t.dev.Up(); err != nil {
 		t.dev.Close()
@@ -121,7 +126,7 @@ func New(cfg Config, d transport.Deliverer) (*Transport, error) {
 		return nil, err
 	}
 	t.port = port
-	t.watchEndpoints(sink.handshook, log)
+	t.watchEndpoints()
 
 	if cfg.UAPIName != "" {
 		if err := t.serveUAPI(cfg.UAPIName, log); err != nil {
@@ -134,17 +139,20 @@ func New(cfg Config, d transport.Deliverer) (*Transport, error) {
 
 // Send hands the batch to the device and returns once the device has copied
 // the packets. The device chooses each packet's peer by its destination among
-// the peers' AllowedIPs, so peer is not consulted; a packet to no peer's
-// AllowedIPs is dropped by the device.
+// the peers' AllowedIPs, so peer is only checked to be one the transport
+// has; a packet to no peer's AllowedIPs is dropped by the device.
 func (t *Transport) Send(peer int, bufs [][]byte, offset int) error {
+	if peerAt(*t.peers.Load(), peer) == nil {
+		return fmt.Errorf("wireguard: send to peer %d: no such peer", peer)
+	}
 	if len(bufs) == 0 {
 		return nil
 	}
 	return t.pipe.send(bufs, offset)
 }
 
-// Overhead is 60 bytes, or 80 if any peer's endpoint is IPv6.
-func (t *Transport) Overhead() int { return t.overhead }
+// Overhead is 60 bytes, or 80 if any current peer's endpoint is IPv6.
+func (t *Transport) Overhead() int { return int(t.overhead.Load()) }
 
 // BatchSize is the device's batch: the number of datagrams it sends and
 // receives per system call.
@@ -159,6 +167,9 @@ func (t *Transport) Drops() []transport.Drop { return t.drops.snapshot() }
 // Close stops the device and the UAPI socket and removes the socket file.
 func (t *Transport) Close() error {
 	t.closeOnce.Do(func() {
+		t.mu.Lock()
+		t.closed = true
+		t.mu.Unlock()
 		t.closeErr = t.closeUAPI()
 		close(t.stopWatch)
 		<-t.watchDone
@@ -168,35 +179,41 @@ func (t *Transport) Close() error {
 }
 
 // watchEndpoints keeps the filter's endpoint map, by which it names the peer
-// a dropped datagram came from, in step with the device: it reads the
-// endpoints now and again after each handshake, when the device moves a
-// peer's endpoint to the handshake's source (WireGuard paper §6.5). A peer
-// that roams by transport messages alone is named after its next handshake.
-func (t *Transport) watchEndpoints(handshook <-chan struct{}, log *slog.Logger) {
+// a dropped datagram came from, in step with the device: install reads the
+// endpoints when the peers change, and this goroutine again after each
+// handshake, when the device moves a peer's endpoint to the handshake's
+// source (WireGuard paper §6.5). A peer that roams by transport messages
+// alone is named after its next handshake.
+func (t *Transport) watchEndpoints() {
 	t.stopWatch = make(chan struct{})
 	t.watchDone = make(chan struct{})
-	read := func() {
-		st, err := t.Peers()
-		if err != nil {
-			log.Warn("cannot read peer endpoints; drops are not attributed to peers", "err", err)
-			return
-		}
-		eps := make([]netip.AddrPort, len(st))
-		for i, s := range st {
-			eps[i] = s.Endpoint
-		}
-		t.filter.setEndpoints(eps)
-	}
-	read()
 	go func() {
 		defer close(t.watchDone)
 		for {
 			select {
-			case <-handshook:
-				read()
+			case <-t.sink.handshook:
+				t.mu.Lock()
+				t.readEndpoints()
+				t.mu.Unlock()
 			case <-t.stopWatch:
 				return
 			}
 		}
 	}()
+}
+
+// readEndpoints gives the filter the device's current endpoints. The caller
+// holds mu, so that a read from before a change of the peers cannot be
+// stored after the read that follows it.
+func (t *Transport) readEndpoints() {
+	st, err := t.Peers()
+	if err != nil {
+		t.log.Warn("cannot read peer endpoints; drops are not attributed to peers", "err", err)
+		return
+	}
+	eps := make([]netip.AddrPort, len(st))
+	for i, s := range st {
+		eps[i] = s.Endpoint
+	}
+	t.filter.setEndpoints(eps)
 }
