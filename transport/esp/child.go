@@ -25,9 +25,6 @@ func (t *Transport) InstallChild(c ike.ChildSA) error {
 	if t.closed.Load() {
 		return fmt.Errorf("esp: install CHILD_SA: %w", transport.ErrClosed)
 	}
-	if c.Peer < 0 || c.Peer >= len(t.peers) {
-		return fmt.Errorf("esp: ChildSA.Peer %d: no such peer (have %d)", c.Peer, len(t.peers))
-	}
 	if err := checkSPI("InSPI", c.InSPI); err != nil {
 		return err
 	}
@@ -53,13 +50,17 @@ func (t *Transport) InstallChild(c ike.ChildSA) error {
 
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	p := t.peer(c.Peer)
+	if p == nil {
+		return fmt.Errorf("esp: ChildSA.Peer %d: no such peer", c.Peer)
+	}
 	if old, used := t.children[c.InSPI]; used {
 		return fmt.Errorf("esp: ChildSA.InSPI 0x%08x: already in use by a CHILD_SA of peer %d; delete it first or choose another SPI", c.InSPI, old.peer)
 	}
 	t.installs++
 	ch.order = t.installs
+	ch.in.owner = p
 	t.children[c.InSPI] = ch
-	p := &t.peers[c.Peer]
 	if c.Deferred && p.out.Load() != nil {
 		ch.in.pending.Store(ch.out)
 	} else {
@@ -77,7 +78,7 @@ func (t *Transport) promote(in *inbound) {
 	defer t.mu.Unlock()
 	if ch, ok := t.children[in.spi]; ok && ch.in == in {
 		if o := in.pending.Swap(nil); o != nil {
-			t.peers[in.peer].out.Store(o)
+			in.owner.out.Store(o)
 		}
 	}
 }
@@ -96,7 +97,7 @@ func (t *Transport) DeleteChild(peer int, inSPI uint32) {
 	}
 	delete(t.children, inSPI)
 	t.publishInbound()
-	p := &t.peers[peer]
+	p := ch.in.owner
 	if p.out.Load() != ch.out {
 		return
 	}

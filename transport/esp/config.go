@@ -24,8 +24,9 @@ type Config struct {
 	// Port is the local UDP port, shared by ESP and IKE, and the port of a
 	// peer whose Endpoint has none; 0 means DefaultPort.
 	Port uint16
-	// Peers are the remote gateways; a peer's index here is the peer
-	// number of Send, Deliver and ike.ChildSA.Peer.
+	// Peers are the remote gateways at start; a peer's index here is the
+	// peer number of Send, Deliver and ike.ChildSA.Peer. There may be
+	// none: SetPeer and RemovePeer change the set while the transport runs.
 	Peers []Peer
 	// KeepaliveInterval is how often a NAT-keepalive goes to each peer
 	// that has an outbound SA; 0 means DefaultKeepaliveInterval.
@@ -57,9 +58,6 @@ func (c Config) validate() (settings, error) {
 		s.keepalive = DefaultKeepaliveInterval
 	case s.keepalive < minKeepaliveInterval:
 		return s, fmt.Errorf("esp: KeepaliveInterval %v: must be at least %v (RFC 3948 recommends %v); 0 means the default", c.KeepaliveInterval, minKeepaliveInterval, DefaultKeepaliveInterval)
-	}
-	if len(c.Peers) == 0 {
-		return s, fmt.Errorf("esp: Peers: empty; configure at least one remote gateway")
 	}
 	seen := make(map[netip.AddrPort]int, len(c.Peers))
 	for i, p := range c.Peers {

@@ -73,44 +73,36 @@ var reasonNames = [numReasons]string{
 
 func (r reason) String() string { return reasonNames[r] }
 
-// dropCounts holds a counter per peer and reason, the transport's and the
-// IKE engine's; row 0 is for datagrams whose sender is unknown
-// (transport.PeerAny), row p+1 for peer p.
-type dropCounts []dropRow
-
+// dropRow holds the counters of one peer, or of datagrams whose peer is
+// unknown (transport.PeerAny): the transport's and the IKE engine's.
 type dropRow struct {
 	esp [numReasons]atomic.Uint64
 	ike [ike.NumDropReasons]atomic.Uint64
 }
 
-func newDropCounts(peers int) dropCounts { return make(dropCounts, peers+1) }
+func (d *dropRow) add(r reason, n uint64) { d.esp[r].Add(n) }
 
-func (d dropCounts) add(peer int, r reason, n uint64) { d[peer+1].esp[r].Add(n) }
-
-// addIKE counts an IKE message the engine discarded; a peer out of range
-// counts as unknown.
-func (d dropCounts) addIKE(peer int, r ike.DropReason) {
-	if peer < transport.PeerAny || peer+1 >= len(d) {
-		peer = transport.PeerAny
-	}
-	d[peer+1].ike[r].Add(1)
-}
-
-// snapshot lists the non-zero counters; the engine's reasons are prefixed
-// "ike_".
-func (d dropCounts) snapshot() []transport.Drop {
-	var out []transport.Drop
-	for row := range d {
-		for r := dropTruncated; r < numReasons; r++ {
-			if n := d[row].esp[r].Load(); n != 0 {
-				out = append(out, transport.Drop{Peer: row - 1, Reason: r.String(), Count: n})
-			}
+// list appends the non-zero counters, as those of peer; the engine's
+// reasons are prefixed "ike_".
+func (d *dropRow) list(out []transport.Drop, peer int) []transport.Drop {
+	for r := dropTruncated; r < numReasons; r++ {
+		if n := d.esp[r].Load(); n != 0 {
+			out = append(out, transport.Drop{Peer: peer, Reason: r.String(), Count: n})
 		}
-		for r := range ike.NumDropReasons {
-			if n := d[row].ike[r].Load(); n != 0 {
-				out = append(out, transport.Drop{Peer: row - 1, Reason: "ike_" + r.String(), Count: n})
-			}
+	}
+	for r := range ike.NumDropReasons {
+		if n := d.ike[r].Load(); n != 0 {
+			out = append(out, transport.Drop{Peer: peer, Reason: "ike_" + r.String(), Count: n})
 		}
 	}
 	return out
+}
+
+// dropsOf is the drop row of peer, or the unknown peer's if there is no
+// such peer.
+func (t *Transport) dropsOf(peer int) *dropRow {
+	if p := t.peer(peer); p != nil {
+		return &p.drops
+	}
+	return &t.unknown
 }

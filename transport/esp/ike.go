@@ -21,7 +21,7 @@ func (t *Transport) SetIKEHandler(h func(from netip.AddrPort, msg []byte)) {
 func (t *Transport) handleIKE(from netip.AddrPort, msg []byte) {
 	h := t.ike.Load()
 	if h == nil || *h == nil {
-		t.drops.add(t.peerAt(from), dropIKEUnhandled, 1)
+		t.dropsAt(from).add(dropIKEUnhandled, 1)
 		return
 	}
 	(*h)(from, msg)
@@ -48,4 +48,4 @@ func (t *Transport) SendIKE(to netip.AddrPort, msg []byte) error {
 // CountIKEDrop counts an IKE message that the engine discarded, as
 // ike_<reason>, so that Drops lists everything thrown away on the port. It
 // implements ike.DropCounter.
-func (t *Transport) CountIKEDrop(peer int, r ike.DropReason) { t.drops.addIKE(peer, r) }
+func (t *Transport) CountIKEDrop(peer int, r ike.DropReason) { t.dropsOf(peer).ike[r].Add(1) }

@@ -24,36 +24,35 @@ func (t *Transport) receive(bufs [][]byte, sizes []int, srcs []netip.AddrPort) {
 		d := b[rxOffset:end]
 		switch {
 		case len(d) == 1 && d[0] == keepaliveByte:
-			t.drops.add(t.peerAt(srcs[i]), dropKeepalive, 1)
+			t.dropsAt(srcs[i]).add(dropKeepalive, 1)
 			continue
 		case len(d) >= markerLen && binary.BigEndian.Uint32(d) == 0:
 			t.handleIKE(srcs[i], d[markerLen:len(d):len(d)])
 			continue
 		case len(d) < espHeaderLen:
-			t.drops.add(transport.PeerAny, dropTruncated, 1)
+			t.unknown.add(dropTruncated, 1)
 			continue
 		}
 		sa := sas[binary.BigEndian.Uint32(d)]
 		if sa == nil {
-			t.drops.add(transport.PeerAny, dropUnknownSPI, 1)
+			t.unknown.add(dropUnknownSPI, 1)
 			continue
 		}
 		n, next, r := sa.open(b[:end], rxOffset)
 		if r != accepted {
-			t.drops.add(sa.peer, r, 1)
+			sa.owner.drops.add(r, 1)
 			continue
 		}
 		at := rxOffset + sa.headerLen()
 		if !innerIP(b[at:at+n], next) {
-			t.drops.add(sa.peer, dropNotIP, 1)
+			sa.owner.drops.add(dropNotIP, 1)
 			continue
 		}
 		sa.received(n, now)
 		if sa.pending.Load() != nil {
 			t.promote(sa)
 		}
-		p := &t.peers[sa.peer]
-		if srcs[i] != *p.endpoint.Load() {
+		if p := sa.owner; srcs[i] != *p.endpoint.Load() {
 			p.moved.Add(1)
 		}
 		// Every suite's inner packet lies at or after transport.Headroom;
@@ -66,13 +65,14 @@ func (t *Transport) receive(bufs [][]byte, sizes []int, srcs []netip.AddrPort) {
 	t.rxPool.Put(g)
 }
 
-// peerAt is the peer whose endpoint is src, or transport.PeerAny. It scans
-// the peers, which is fine for the rare datagrams that need it.
-func (t *Transport) peerAt(src netip.AddrPort) int {
-	for i := range t.peers {
-		if *t.peers[i].endpoint.Load() == src {
-			return i
+// dropsAt is the drop row of the peer whose endpoint is src, or the
+// unknown peer's. It scans the peers, which is fine for the rare datagrams
+// that need it.
+func (t *Transport) dropsAt(src netip.AddrPort) *dropRow {
+	for _, p := range *t.peers.Load() {
+		if p != nil && *p.endpoint.Load() == src {
+			return &p.drops
 		}
 	}
-	return transport.PeerAny
+	return &t.unknown
 }

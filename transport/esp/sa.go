@@ -99,6 +99,7 @@ type inbound struct {
 	params
 	spi   uint32
 	peer  int
+	owner *peer // the state of peer, set by InstallChild
 	win   window
 	bytes atomic.Uint64 // inner bytes opened
 	last  atomic.Int64  // coarse Unix nanoseconds of the last packet opened

@@ -31,14 +31,13 @@ func (t *Transport) runTimers() {
 // has an outbound SA, so that NATs on the path keep the mapping for the
 // peer's traffic while it is idle.
 func (t *Transport) sendKeepalives() {
-	for i := range t.peers {
-		p := &t.peers[i]
-		if p.out.Load() == nil {
+	for _, p := range *t.peers.Load() {
+		if p == nil || p.out.Load() == nil {
 			continue
 		}
 		ka := [][]byte{{keepaliveByte}}
 		if err := t.conn.Send(ka, *p.endpoint.Load()); err != nil {
-			t.drops.add(i, dropKeepaliveFailed, 1)
+			p.drops.add(dropKeepaliveFailed, 1)
 		}
 	}
 }

@@ -20,13 +20,13 @@ var (
 	_ ike.DropCounter       = (*Transport)(nil)
 )
 
-// Transport is an ESP-in-UDP tunnel to a fixed set of peers, keyed by IKE.
+// Transport is an ESP-in-UDP tunnel to a set of peers, keyed by IKE.
 type Transport struct {
 	cfg     settings
-	peers   []peer
+	peers   atomic.Pointer[peerTable]
 	conn    *udp.Conn
 	deliver transport.Deliverer
-	drops   dropCounts
+	unknown dropRow // drops of datagrams whose peer is unknown
 
 	// inbound maps SPI to inbound SA; the map is never modified, only
 	// replaced, so the receive path reads it without a lock.
@@ -44,13 +44,6 @@ type Transport struct {
 
 	txPool sync.Pool // *[][]byte of capacity udp.BatchSize
 	rxPool sync.Pool // *udp.Grouper
-}
-
-// peer is the state of one remote gateway.
-type peer struct {
-	endpoint atomic.Pointer[netip.AddrPort]
-	out      atomic.Pointer[outbound] // nil until a CHILD_SA is installed
-	moved    atomic.Uint64
 }
 
 // New opens the UDP port of cfg and starts receiving; d is given every
@@ -73,15 +66,15 @@ func New(cfg Config, d transport.Deliverer) (*Transport, error) {
 func start(s settings, d transport.Deliverer) (*Transport, error) {
 	t := &Transport{
 		cfg:      s,
-		peers:    make([]peer, len(s.endpoints)),
 		deliver:  d,
-		drops:    newDropCounts(len(s.endpoints)),
 		children: make(map[uint32]*child),
 		done:     make(chan struct{}),
 	}
+	tbl := make(peerTable, len(s.endpoints))
 	for i, ep := range s.endpoints {
-		t.peers[i].endpoint.Store(&ep)
+		tbl[i] = newPeer(ep)
 	}
+	t.peers.Store(&tbl)
 	t.inbound.Store(&map[uint32]*inbound{})
 	t.now.Store(time.Now().UnixNano())
 	t.txPool.New = func() any {
@@ -115,8 +108,9 @@ func (t *Transport) Send(peer int, bufs [][]byte, offset int) error {
 	if t.closed.Load() {
 		return transport.ErrClosed
 	}
-	if peer < 0 || peer >= len(t.peers) {
-		return fmt.Errorf("esp: send to peer %d: no such peer (have %d)", peer, len(t.peers))
+	p := t.peer(peer)
+	if p == nil {
+		return fmt.Errorf("esp: send to peer %d: no such peer", peer)
 	}
 	if offset < sealHeadroom {
 		return fmt.Errorf("esp: send offset %d: need at least %d bytes of headroom", offset, sealHeadroom)
@@ -124,10 +118,9 @@ func (t *Transport) Send(peer int, bufs [][]byte, offset int) error {
 	if len(bufs) > udp.BatchSize {
 		return fmt.Errorf("esp: send batch of %d: at most %d", len(bufs), udp.BatchSize)
 	}
-	p := &t.peers[peer]
 	sa := p.out.Load()
 	if sa == nil {
-		t.drops.add(peer, dropNoSA, uint64(len(bufs)))
+		p.drops.add(dropNoSA, uint64(len(bufs)))
 		return nil
 	}
 	ip := 0
@@ -137,11 +130,11 @@ func (t *Transport) Send(peer int, bufs [][]byte, offset int) error {
 		}
 	}
 	if nonIP := len(bufs) - ip; nonIP > 0 {
-		t.drops.add(peer, dropTxNotIP, uint64(nonIP))
+		p.drops.add(dropTxNotIP, uint64(nonIP))
 	}
 	seq, granted := sa.reserve(ip)
 	if short := ip - granted; short > 0 {
-		t.drops.add(peer, dropSeqExhausted, uint64(short))
+		p.drops.add(dropSeqExhausted, uint64(short))
 	}
 	sp := t.txPool.Get().(*[][]byte)
 	out := (*sp)[:0]
@@ -158,7 +151,7 @@ func (t *Transport) Send(peer int, bufs [][]byte, offset int) error {
 		seq++
 		granted--
 		if r != accepted {
-			t.drops.add(peer, r, 1)
+			p.drops.add(r, 1)
 			continue
 		}
 		out = append(out, pkt)
@@ -184,8 +177,10 @@ func (t *Transport) Send(peer int, bufs [][]byte, offset int) error {
 func (t *Transport) Overhead() int {
 	outer := ipv4HeaderLen + udpHeaderLen
 	esp := 0
-	for i := range t.peers {
-		p := &t.peers[i]
+	for _, p := range *t.peers.Load() {
+		if p == nil {
+			continue
+		}
 		if p.endpoint.Load().Addr().Is6() {
 			outer = ipv6HeaderLen + udpHeaderLen
 		}
@@ -208,21 +203,30 @@ func (t *Transport) BatchSize() int { return udp.BatchSize }
 
 // Drops lists, by peer and reason, the datagrams and packets that were
 // neither delivered nor sent; see the package documentation.
-func (t *Transport) Drops() []transport.Drop { return t.drops.snapshot() }
+func (t *Transport) Drops() []transport.Drop {
+	out := t.unknown.list(nil, transport.PeerAny)
+	for i, p := range *t.peers.Load() {
+		if p != nil {
+			out = p.drops.list(out, i)
+		}
+	}
+	return out
+}
 
 // SetEndpoint moves peer to ep, where ESP, IKE and keepalives for it go
 // from now on; a port of 0 means the local port. The IKE engine calls it
 // when an authenticated IKE message arrives from a new address
 // (RFC 7296 §2.23); ESP alone never moves a peer.
 func (t *Transport) SetEndpoint(peer int, ep netip.AddrPort) error {
-	if peer < 0 || peer >= len(t.peers) {
-		return fmt.Errorf("esp: set endpoint of peer %d: no such peer (have %d)", peer, len(t.peers))
+	p := t.peer(peer)
+	if p == nil {
+		return fmt.Errorf("esp: set endpoint of peer %d: no such peer", peer)
 	}
 	e, err := endpoint(ep, t.Port())
 	if err != nil {
 		return fmt.Errorf("esp: set endpoint of peer %d: %w", peer, err)
 	}
-	t.peers[peer].endpoint.Store(&e)
+	p.endpoint.Store(&e)
 	return nil
 }
 
@@ -230,10 +234,10 @@ func (t *Transport) SetEndpoint(peer int, ep netip.AddrPort) error {
 // from an address other than its endpoint: a NAT that rebound the peer's
 // port, or a peer that moved. They are delivered all the same.
 func (t *Transport) Moved(peer int) uint64 {
-	if peer < 0 || peer >= len(t.peers) {
-		return 0
+	if p := t.peer(peer); p != nil {
+		return p.moved.Load()
 	}
-	return t.peers[peer].moved.Load()
+	return 0
 }
 
 // Close closes the socket and waits for the receive goroutines and the

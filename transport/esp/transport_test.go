@@ -27,7 +27,6 @@ func TestConfigValidation(t *testing.T) {
 		cfg  Config
 		want string // substring of the error naming the field
 	}{
-		{"no peers", Config{}, "Peers"},
 		{"peer without address", Config{Peers: []Peer{{}}}, "Peers[0].Endpoint"},
 		{"multicast peer", Config{Peers: []Peer{{Endpoint: netip.MustParseAddrPort("224.0.0.1:4500")}}}, "Peers[0].Endpoint"},
 		{"unspecified peer", Config{Peers: []Peer{{Endpoint: netip.MustParseAddrPort("[::]:4500")}}}, "Peers[0].Endpoint"},
@@ -45,6 +44,9 @@ func TestConfigValidation(t *testing.T) {
 				t.Fatalf("validate() = %v, want an error naming %s", err, tt.want)
 			}
 		})
+	}
+	if _, err := (Config{}).validate(); err != nil {
+		t.Fatalf("no peers: %v; want them allowed, SetPeer adds them later", err)
 	}
 	s, err := Config{Peers: []Peer{
 		{Endpoint: netip.MustParseAddrPort("[::ffff:192.0.2.1]:0")},
@@ -193,7 +195,7 @@ func TestSendCountsWhatItCannotSend(t *testing.T) {
 	if err := tr.InstallChild(c); err != nil {
 		t.Fatal(err)
 	}
-	tr.peers[0].out.Load().seq.Store(1<<32 - 3)
+	tr.peer(0).out.Load().seq.Store(1<<32 - 3)
 	if err := tr.Send(0, batch(), transport.Headroom); err != nil {
 		t.Fatal(err)
 	}
@@ -669,7 +671,7 @@ func TestDeleteChildFallsBackToNewestRemaining(t *testing.T) {
 		cs = append(cs, c)
 	}
 	out := func(peer int) uint32 {
-		if o := tr.peers[peer].out.Load(); o != nil {
+		if o := tr.peer(peer).out.Load(); o != nil {
 			return o.spi
 		}
 		return 0
@@ -756,7 +758,7 @@ func TestSetEndpoint(t *testing.T) {
 	if err := tr.SetEndpoint(0, netip.MustParseAddrPort("[::ffff:127.0.0.1]:0")); err != nil {
 		t.Fatal(err)
 	}
-	if got := *tr.peers[0].endpoint.Load(); got != local(tr.Port()) {
+	if got := *tr.peer(0).endpoint.Load(); got != local(tr.Port()) {
 		t.Fatalf("endpoint %v, want unmapped with the local port %d", got, tr.Port())
 	}
 	if err := tr.SetEndpoint(1, local(9)); err == nil {
@@ -779,7 +781,7 @@ func TestDeferredInstallWaitsForThePeer(t *testing.T) {
 	if err := p.b.InstallChild(b2); err != nil {
 		t.Fatal(err)
 	}
-	outSPI := func() uint32 { return p.b.peers[0].out.Load().spi }
+	outSPI := func() uint32 { return p.b.peer(0).out.Load().spi }
 	if got := outSPI(); got == b2.OutSPI {
 		t.Fatalf("b sends on the deferred SA %#x before a has it", got)
 	}
@@ -812,11 +814,11 @@ func TestDeletingTheCurrentSAPromotesADeferredOne(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := tr.peers[0].out.Load().spi; got != old.OutSPI {
+	if got := tr.peer(0).out.Load().spi; got != old.OutSPI {
 		t.Fatalf("outbound SPI %#x, want the old %#x while the new one is deferred", got, old.OutSPI)
 	}
 	tr.DeleteChild(0, old.InSPI)
-	if got := tr.peers[0].out.Load().spi; got != next.OutSPI {
+	if got := tr.peer(0).out.Load().spi; got != next.OutSPI {
 		t.Fatalf("after deleting the old SA, outbound SPI %#x, want %#x", got, next.OutSPI)
 	}
 	if tr.children[next.InSPI].in.pending.Load() != nil {
