@@ -67,7 +67,9 @@ type Config struct {
 	// SA expires when the peer's IKE_AUTH could no longer arrive: after
 	// the sum of the retransmission timeouts (31 s by default).
 	HalfOpenLimit int
-	// Peers are the remote gateways; a peer's index here is ChildSA.Peer.
+	// Peers are the remote gateways at start; a peer's index here is its
+	// number, ChildSA.Peer. There may be none: Engine.SetPeer and
+	// RemovePeer change the set while the engine runs.
 	Peers []PeerConfig
 }
 
@@ -176,9 +178,6 @@ func (c Config) validate() (settings, error) {
 	}
 	if s.halfOpenLimit <= s.cookieThreshold {
 		return s, fmt.Errorf("ike: HalfOpenLimit %d: not above CookieThreshold %d, so cookies would never engage; raise HalfOpenLimit or lower CookieThreshold", s.halfOpenLimit, s.cookieThreshold)
-	}
-	if len(c.Peers) == 0 {
-		return s, fmt.Errorf("ike: Peers: empty; configure at least one remote gateway")
 	}
 	seen := map[netip.Addr]int{}
 	for i, p := range c.Peers {

@@ -10,6 +10,7 @@ import (
 	mrand "math/rand/v2"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -36,13 +37,20 @@ type Engine struct {
 	drops DropCounter // dp, if it counts drops; else nil
 	log   *slog.Logger
 	inbox chan inbound
+	wake  chan struct{} // Run recomputes its timers after SetPeer and RemovePeer
+	// addrs maps each peer's address to its number, for Receive, which
+	// runs beside Run; it is replaced, never modified, under mu.
+	addrs atomic.Pointer[map[netip.Addr]int]
 
-	// Owned by Run.
-	now    time.Time // of the event being handled
-	peers  []*peer
-	sas    map[uint64]*ikeSA // by our SPI
-	spis   map[uint32]bool   // inbound CHILD_SA SPIs in use
-	cookie cookieJar
+	// mu guards the state below: Run holds it while it handles an event,
+	// SetPeer and RemovePeer while they change a peer.
+	mu      sync.Mutex
+	now     time.Time         // of the event being handled
+	running bool              // between start and shutdown
+	peers   []*peer           // by peer number; nil where there is none
+	sas     map[uint64]*ikeSA // by our SPI
+	spis    map[uint32]bool   // inbound CHILD_SA SPIs in use
+	cookie  cookieJar
 
 	statusMu sync.Mutex
 	status   []PeerStatus
@@ -65,6 +73,15 @@ type peer struct {
 	failures  int       // in a row, for the restart backoff
 	restartAt time.Time // when to initiate again; zero if not planned
 	statsAt   time.Time // next reading of the CHILD_SAs' counters
+	// tsAt is when to check that a CHILD_SA carries the configured
+	// selectors, and replace it if not; zero if not planned. tsTries
+	// counts the checks in a row that found it did not, for the backoff.
+	tsAt    time.Time
+	tsTries int
+}
+
+func newPeer(i int, ps peerSettings) *peer {
+	return &peer{idx: i, cfg: ps, name: fmt.Sprintf("peer %v", ps.endpoint)}
 }
 
 // NewEngine returns an engine for cfg that keys dp and sends through out.
@@ -83,13 +100,15 @@ func NewEngine(cfg Config, dp DataPlane, out Sender, log *slog.Logger) (*Engine,
 		out:   out,
 		log:   log,
 		inbox: make(chan inbound, inboxSize),
+		wake:  make(chan struct{}, 1),
 		sas:   map[uint64]*ikeSA{},
 		spis:  map[uint32]bool{},
 	}
 	e.drops, _ = dp.(DropCounter)
 	for i, ps := range s.peers {
-		e.peers = append(e.peers, &peer{idx: i, cfg: ps, name: fmt.Sprintf("peer %v", ps.endpoint)})
+		e.peers = append(e.peers, newPeer(i, ps))
 	}
+	e.publishAddrs()
 	e.publish()
 	return e, nil
 }
@@ -101,13 +120,13 @@ func NewEngine(cfg Config, dp DataPlane, out Sender, log *slog.Logger) (*Engine,
 func (e *Engine) Receive(from netip.AddrPort, msg []byte) {
 	from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
 	if len(msg) > maxMessage {
-		e.dropped(e.peerByAddr(from.Addr()), DropOversize)
+		e.droppedAt(e.numberAt(from.Addr()), DropOversize)
 		return
 	}
 	select {
 	case e.inbox <- inbound{from: from, msg: clone(msg)}:
 	default:
-		e.dropped(e.peerByAddr(from.Addr()), DropQueueFull)
+		e.droppedAt(e.numberAt(from.Addr()), DropQueueFull)
 	}
 }
 
@@ -116,28 +135,38 @@ func (e *Engine) Receive(from netip.AddrPort, msg []byte) {
 // the peers, and the CHILD_SAs from the data plane. Run must be called
 // once.
 func (e *Engine) Run(ctx context.Context) error {
-	e.start(time.Now())
+	e.locked(e.start)
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
 	for {
-		next := e.tick(time.Now())
+		var next time.Time
+		e.locked(func(now time.Time) { next = e.tick(now) })
 		t.Reset(time.Until(next))
 		select {
 		case <-ctx.Done():
-			e.shutdown(time.Now())
+			e.locked(e.shutdown)
 			return nil
 		case in := <-e.inbox:
-			e.handle(in.from, in.msg, time.Now())
+			e.locked(func(now time.Time) { e.handle(in.from, in.msg, now) })
+		case <-e.wake:
 		case <-t.C:
 		}
 	}
 }
 
+// locked runs f at the current time with mu held.
+func (e *Engine) locked(f func(now time.Time)) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	f(time.Now())
+}
+
 // start initiates to every peer configured to.
 func (e *Engine) start(now time.Time) {
 	e.now = now
+	e.running = true
 	for _, p := range e.peers {
-		if p.cfg.initiate {
+		if p != nil && p.cfg.initiate {
 			e.initiate(p)
 		}
 	}
@@ -148,13 +177,22 @@ func (e *Engine) start(now time.Time) {
 // answer, and removes every CHILD_SA from the data plane.
 func (e *Engine) shutdown(now time.Time) {
 	e.now = now
+	e.running = false
 	for _, sa := range e.sas {
-		if sa.out != nil && sa.state != saHalfOpen {
-			e.send(sa.remote, sa.seal(exchInformational, sa.nextID, false, []payload{&deletePayload{protocol: protoIKE}}))
-		}
-		e.removeSA(sa)
+		e.dropSA(sa)
 	}
 	e.publish()
+}
+
+// dropSA deletes sa at once: one Delete goes to the peer, if sa has keys
+// it knows, without waiting for the answer (RFC 7296 §1.4.1 lets a peer
+// that gets no answer give the SA up), and sa and its CHILD_SAs are
+// removed.
+func (e *Engine) dropSA(sa *ikeSA) {
+	if sa.out != nil && sa.state != saHalfOpen {
+		e.send(sa.remote, sa.seal(exchInformational, sa.nextID, false, []payload{&deletePayload{protocol: protoIKE}}))
+	}
+	e.removeSA(sa)
 }
 
 // handle processes one received message; what it discards is counted.
@@ -249,7 +287,9 @@ func (e *Engine) tick(now time.Time) time.Time {
 		soon(e.saTimers(sa))
 	}
 	for _, p := range e.peers {
-		soon(e.peerTimers(p))
+		if p != nil {
+			soon(e.peerTimers(p))
+		}
 	}
 	// The timers may have started requests and failed peers; those are
 	// due too.
@@ -259,13 +299,17 @@ func (e *Engine) tick(now time.Time) time.Time {
 		}
 	}
 	for _, p := range e.peers {
-		soon(p.restartAt)
+		if p != nil {
+			soon(p.restartAt)
+			soon(p.tsAt)
+		}
 	}
 	e.publish()
 	return next
 }
 
-// peerTimers restarts a failed peer and reads the data plane's counters.
+// peerTimers restarts a failed peer, changes the selectors of its CHILD_SA
+// and reads the data plane's counters.
 func (e *Engine) peerTimers(p *peer) time.Time {
 	if !p.restartAt.IsZero() && !e.now.Before(p.restartAt) {
 		p.restartAt = time.Time{}
@@ -273,12 +317,16 @@ func (e *Engine) peerTimers(p *peer) time.Time {
 			e.initiate(p)
 		}
 	}
+	if !p.tsAt.IsZero() && !e.now.Before(p.tsAt) {
+		p.tsAt = time.Time{}
+		e.changeTS(p)
+	}
 	sa := p.ike
 	if sa == nil {
-		return p.restartAt
+		return earliest(p.restartAt, p.tsAt)
 	}
 	if e.now.Before(p.statsAt) {
-		return p.statsAt
+		return earliest(p.statsAt, p.tsAt)
 	}
 	p.statsAt = e.now.Add(statsInterval)
 	next := p.statsAt
@@ -378,11 +426,31 @@ func (e *Engine) sendNotify(to netip.AddrPort, m *message, typ uint16, data []by
 
 func (e *Engine) peerByAddr(a netip.Addr) *peer {
 	for _, p := range e.peers {
-		if p.cfg.endpoint.Addr() == a {
+		if p != nil && p.cfg.endpoint.Addr() == a {
 			return p
 		}
 	}
 	return nil
+}
+
+// numberAt is the number of the peer at address a, or -1; unlike
+// peerByAddr it may be called without mu.
+func (e *Engine) numberAt(a netip.Addr) int {
+	if i, ok := (*e.addrs.Load())[a]; ok {
+		return i
+	}
+	return -1
+}
+
+// publishAddrs replaces the map numberAt reads. mu must be held.
+func (e *Engine) publishAddrs() {
+	m := make(map[netip.Addr]int, len(e.peers))
+	for _, p := range e.peers {
+		if p != nil {
+			m[p.cfg.endpoint.Addr()] = p.idx
+		}
+	}
+	e.addrs.Store(&m)
 }
 
 // jittered is d less a random part of the configured jitter.

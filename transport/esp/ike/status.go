@@ -38,7 +38,8 @@ type ChildStatus struct {
 	Installed         time.Time
 }
 
-// Status returns the state of each peer, indexed as Config.Peers.
+// Status returns the state of each peer, indexed by peer number; a number
+// without a peer, removed or never set, has the zero PeerStatus.
 func (e *Engine) Status() []PeerStatus {
 	e.statusMu.Lock()
 	defer e.statusMu.Unlock()
@@ -49,6 +50,9 @@ func (e *Engine) Status() []PeerStatus {
 func (e *Engine) publish() {
 	st := make([]PeerStatus, len(e.peers))
 	for i, p := range e.peers {
+		if p == nil {
+			continue
+		}
 		s := PeerStatus{Endpoint: p.cfg.endpoint, State: StateDown, LastError: p.lastErr}
 		if e.connecting(p) {
 			s.State = StateConnecting
