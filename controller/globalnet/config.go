@@ -55,8 +55,8 @@ func (c *Config) validate() error {
 		bad("Config.GlobalCIDR is not set; give this cluster's global CIDR, like 242.1.0.0/16")
 	case !g.Addr().Is4():
 		bad("Config.GlobalCIDR %s is not IPv4; Globalnet's global CIDRs are IPv4, like 242.1.0.0/16", g)
-	case g.Bits() < minGlobalBits || g.Bits() > maxGlobalBits:
-		bad("Config.GlobalCIDR %s is a /%d; use a /%d to a /%d (Submariner uses a /16 per cluster)", g, g.Bits(), minGlobalBits, maxGlobalBits)
+	case g.Bits() < natengine.MinPoolBits || g.Bits() > natengine.MaxPoolBits:
+		bad("Config.GlobalCIDR %s is a /%d; use a /%d to a /%d (Submariner uses a /16 per cluster)", g, g.Bits(), natengine.MinPoolBits, natengine.MaxPoolBits)
 	case g.Overlaps(linkLocal):
 		bad("Config.GlobalCIDR %s overlaps %s, which Calico uses; choose another range", g, linkLocal)
 	}

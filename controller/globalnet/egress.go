@@ -48,7 +48,7 @@ func (r *runner) releaseEgress(st *egressState) {
 	if len(st.ips) == 0 {
 		return
 	}
-	r.pool.release(st.ips)
+	r.pool.Release(st.ips)
 	st.ips = nil
 	r.freed = true
 	r.rulesChanged()
@@ -182,7 +182,7 @@ func (r *runner) allocateEgress(ctx context.Context, it item, gvr schema.GroupVe
 		o.cond = condition(true, reasonSuccess, fmt.Sprintf("Allocated %d global IP(s)", n))
 	default:
 		r.releaseEgress(st)
-		ips, err := r.pool.allocate(n)
+		ips, err := r.pool.Allocate(n)
 		if err != nil {
 			r.starved[it] = true
 			o.cond = condition(false, reasonAllocationFailed, withNote(
@@ -195,7 +195,7 @@ func (r *runner) allocateEgress(ctx context.Context, it item, gvr schema.GroupVe
 	}
 	if err := r.writeStatus(ctx, gvr, u, o); err != nil {
 		if fresh != nil {
-			r.pool.release(fresh)
+			r.pool.Release(fresh)
 			r.freed = true
 		}
 		return r.done(err)

@@ -48,7 +48,7 @@ func (r *runner) releaseIngress(st *ingressState) {
 	if !st.ip.IsValid() {
 		return
 	}
-	r.pool.release([]netip.Addr{st.ip})
+	r.pool.Release([]netip.Addr{st.ip})
 	st.ip = netip.Addr{}
 	r.freed = true
 	r.rulesChanged()
@@ -94,7 +94,7 @@ func (r *runner) processIngress(ctx context.Context, it item) error {
 	if st.ip.IsValid() {
 		o.ips, o.keep = []netip.Addr{st.ip}, true
 		o.cond = condition(true, reasonSuccess, "Allocated global IP")
-	} else if ips, err := r.pool.allocate(1); err != nil {
+	} else if ips, err := r.pool.Allocate(1); err != nil {
 		r.starved[it] = true
 		o.cond = condition(false, reasonAllocationFailed, withNote(
 			fmt.Sprintf("Error allocating a global IP from the pool %s: %v", r.cfg.GlobalCIDR, err), st.note))
@@ -105,7 +105,7 @@ func (r *runner) processIngress(ctx context.Context, it item) error {
 	}
 	if err := r.writeStatus(ctx, v1.GlobalIngressIPResource, u, o); err != nil {
 		if fresh.IsValid() {
-			r.pool.release([]netip.Addr{fresh})
+			r.pool.Release([]netip.Addr{fresh})
 			r.freed = true
 		}
 		return r.done(err)

@@ -32,7 +32,7 @@ func (r *runner) restore() {
 			}
 			ips = append(ips, a)
 		}
-		if err := r.pool.reserve(ips); err != nil {
+		if err := r.pool.Reserve(ips); err != nil {
 			return nil, fmt.Sprintf("the recorded IPs were not kept: %v", err)
 		}
 		for _, a := range ips {

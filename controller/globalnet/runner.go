@@ -75,7 +75,7 @@ type runner struct {
 	pods, services, exports cache.SharedIndexInformer
 	cgeips, geips, giips    cache.SharedIndexInformer
 
-	pool    *pool
+	pool    *natengine.AddrPool
 	egress  map[item]*egressState
 	ingress map[item]*ingressState
 	// starved are the items that found the pool exhausted: they are
@@ -113,7 +113,7 @@ func (i *IPAM) newRunner() (*runner, error) {
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[item](50*time.Millisecond, 30*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[item]{Name: "globalnet"}),
-		pool:      newPool(i.cfg.GlobalCIDR),
+		pool:      natengine.NewAddrPool(i.cfg.GlobalCIDR),
 		egress:    map[item]*egressState{},
 		ingress:   map[item]*ingressState{},
 		starved:   map[item]bool{},
@@ -166,7 +166,7 @@ func (r *runner) runUntil(ctx context.Context) error {
 	r.restore()
 	r.queue.Add(rulesItem)
 	r.queueAll()
-	r.log.Info("globalnet IPAM running", "globalCIDR", r.cfg.GlobalCIDR, "free", r.pool.free)
+	r.log.Info("globalnet IPAM running", "globalCIDR", r.cfg.GlobalCIDR, "free", r.pool.Free())
 
 	wg.Go(func() { r.work(ctx) })
 	<-ctx.Done()

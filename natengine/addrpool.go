@@ -1,4 +1,4 @@
-package globalnet
+package natengine
 
 import (
 	"errors"
@@ -7,14 +7,17 @@ import (
 	"net/netip"
 )
 
-// pool hands out the addresses of an IPv4 global CIDR, never its network
-// or broadcast address. Like Submariner's pool, a single address comes from
+// AddrPool hands out the addresses of an IPv4 global CIDR, never its network
+// or broadcast address. It is the one allocator of global IPs: the
+// Globalnet IPAM of the controller and the gateway's own configuration
+// both count addresses out of it, so that the same request gets the same
+// addresses either way. Like Submariner's pool, a single address comes from
 // the top of the range and a block of several from the bottom (first fit),
 // so that single allocations do not fragment the space blocks need.
 //
 // A set bit in used marks an address taken; the network and broadcast
-// addresses are set from the start. pool is not safe for concurrent use.
-type pool struct {
+// addresses are set from the start. AddrPool is not safe for concurrent use.
+type AddrPool struct {
 	prefix netip.Prefix
 	base   uint32 // the network address
 	size   uint32 // addresses in the prefix, network and broadcast included
@@ -22,20 +25,24 @@ type pool struct {
 	free   int
 }
 
-// Limits on the global CIDR: a /30 leaves two usable addresses, and a /8
+// Limits on a pool's prefix: a /30 leaves two usable addresses, and a /8
 // keeps the bitmap at 2 MiB.
 const (
-	minGlobalBits = 8
-	maxGlobalBits = 30
+	MinPoolBits = 8
+	MaxPoolBits = 30
 )
 
-// errExhausted is the cause of every failed allocation.
-var errExhausted = errors.New("global CIDR exhausted")
+// Free is the number of addresses left.
+func (p *AddrPool) Free() int { return p.free }
 
-func newPool(p netip.Prefix) *pool {
+// ErrExhausted is the cause of every failed allocation.
+var ErrExhausted = errors.New("global CIDR exhausted")
+
+// NewAddrPool returns a pool of the addresses of the IPv4 prefix p.
+func NewAddrPool(p netip.Prefix) *AddrPool {
 	p = p.Masked()
 	size := uint32(1) << (32 - p.Bits())
-	pl := &pool{
+	pl := &AddrPool{
 		prefix: p,
 		base:   u32(p.Addr()),
 		size:   size,
@@ -56,17 +63,17 @@ func u32(a netip.Addr) uint32 {
 	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
 }
 
-func addrOf(v uint32) netip.Addr {
+func addr4(v uint32) netip.Addr {
 	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
 }
 
-func (p *pool) isSet(i uint32) bool { return p.used[i/64]&(1<<(i%64)) != 0 }
-func (p *pool) set(i uint32)        { p.used[i/64] |= 1 << (i % 64) }
-func (p *pool) clear(i uint32)      { p.used[i/64] &^= 1 << (i % 64) }
+func (p *AddrPool) isSet(i uint32) bool { return p.used[i/64]&(1<<(i%64)) != 0 }
+func (p *AddrPool) set(i uint32)        { p.used[i/64] |= 1 << (i % 64) }
+func (p *AddrPool) clear(i uint32)      { p.used[i/64] &^= 1 << (i % 64) }
 
 // check says why a cannot be one of the pool's addresses, or returns its
 // offset.
-func (p *pool) check(a netip.Addr) (uint32, error) {
+func (p *AddrPool) check(a netip.Addr) (uint32, error) {
 	if !a.Is4() || !p.prefix.Contains(a) {
 		return 0, fmt.Errorf("%s is outside the global CIDR %s", a, p.prefix)
 	}
@@ -77,9 +84,9 @@ func (p *pool) check(a netip.Addr) (uint32, error) {
 	return i, nil
 }
 
-// reserve takes the given addresses, all or none: an address that is
+// Reserve takes the given addresses, all or none: an address that is
 // outside the CIDR, taken, or listed twice fails the call.
-func (p *pool) reserve(addrs []netip.Addr) error {
+func (p *AddrPool) Reserve(addrs []netip.Addr) error {
 	offs := make([]uint32, 0, len(addrs))
 	undo := func() {
 		for _, i := range offs {
@@ -103,9 +110,9 @@ func (p *pool) reserve(addrs []netip.Addr) error {
 	return nil
 }
 
-// release returns addresses to the pool; those it does not hold are
+// Release returns addresses to the pool; those it does not hold are
 // ignored.
-func (p *pool) release(addrs []netip.Addr) {
+func (p *AddrPool) Release(addrs []netip.Addr) {
 	for _, a := range addrs {
 		if i, err := p.check(a); err == nil && p.isSet(i) {
 			p.clear(i)
@@ -114,20 +121,20 @@ func (p *pool) release(addrs []netip.Addr) {
 	}
 }
 
-// allocate takes n addresses: the highest free one when n is 1, else the
+// Allocate takes n addresses: the highest free one when n is 1, else the
 // lowest block of n contiguous free ones.
-func (p *pool) allocate(n int) ([]netip.Addr, error) {
+func (p *AddrPool) Allocate(n int) ([]netip.Addr, error) {
 	switch {
 	case n < 1:
 		return nil, fmt.Errorf("cannot allocate %d addresses", n)
 	case n > p.free:
-		return nil, fmt.Errorf("%w: %d of %d addresses free", errExhausted, p.free, p.size-2)
+		return nil, fmt.Errorf("%w: %d of %d addresses free", ErrExhausted, p.free, p.size-2)
 	case n == 1:
 		return []netip.Addr{p.take(p.highestFree())}, nil
 	}
 	start, ok := p.lowestBlock(uint32(n))
 	if !ok {
-		return nil, fmt.Errorf("%w: %d addresses free, but no %d contiguous", errExhausted, p.free, n)
+		return nil, fmt.Errorf("%w: %d addresses free, but no %d contiguous", ErrExhausted, p.free, n)
 	}
 	out := make([]netip.Addr, n)
 	for k := range out {
@@ -136,15 +143,15 @@ func (p *pool) allocate(n int) ([]netip.Addr, error) {
 	return out, nil
 }
 
-func (p *pool) take(i uint32) netip.Addr {
+func (p *AddrPool) take(i uint32) netip.Addr {
 	p.set(i)
 	p.free--
-	return addrOf(p.base + i)
+	return addr4(p.base + i)
 }
 
 // highestFree returns the highest free offset; the caller has checked that
 // one is free.
-func (p *pool) highestFree() uint32 {
+func (p *AddrPool) highestFree() uint32 {
 	for w := len(p.used) - 1; ; w-- {
 		if inv := ^p.used[w]; inv != 0 {
 			return uint32(w*64 + 63 - bits.LeadingZeros64(inv))
@@ -153,7 +160,7 @@ func (p *pool) highestFree() uint32 {
 }
 
 // lowestBlock finds the lowest run of n free offsets, skipping full words.
-func (p *pool) lowestBlock(n uint32) (uint32, bool) {
+func (p *AddrPool) lowestBlock(n uint32) (uint32, bool) {
 	var run, start uint32
 	for i := uint32(1); i < p.size-1; i++ {
 		if run == 0 && i%64 == 0 && p.used[i/64] == ^uint64(0) {

@@ -1,4 +1,4 @@
-package globalnet
+package natengine
 
 import (
 	"math/rand/v2"
@@ -24,7 +24,7 @@ func (p *refPool) allocate(n int) []netip.Addr {
 		for i := p.size - 1; i > 0; i-- {
 			if !p.used[i] {
 				p.used[i] = true
-				return []netip.Addr{addrOf(p.base + i)}
+				return []netip.Addr{addr4(p.base + i)}
 			}
 		}
 		return nil
@@ -38,7 +38,7 @@ func (p *refPool) allocate(n int) []netip.Addr {
 			var out []netip.Addr
 			for i := start; i < start+uint32(n); i++ {
 				p.used[i] = true
-				out = append(out, addrOf(p.base+i))
+				out = append(out, addr4(p.base+i))
 			}
 			return out
 		}
@@ -50,7 +50,7 @@ func TestPoolMatchesReference(t *testing.T) {
 	for _, cidr := range []string{"242.1.0.0/30", "242.1.0.0/29", "242.1.0.0/26", "242.1.0.0/23"} {
 		t.Run(cidr, func(t *testing.T) {
 			prefix := netip.MustParsePrefix(cidr)
-			p, ref := newPool(prefix), newRefPool(prefix)
+			p, ref := NewAddrPool(prefix), newRefPool(prefix)
 			rng := rand.New(rand.NewPCG(1, uint64(prefix.Bits())))
 			var held [][]netip.Addr
 			for step := range 5000 {
@@ -60,7 +60,7 @@ func TestPoolMatchesReference(t *testing.T) {
 					if rng.IntN(2) == 0 {
 						n = 1
 					}
-					got, err := p.allocate(n)
+					got, err := p.Allocate(n)
 					want := ref.allocate(n)
 					if !slices.Equal(got, want) || (err == nil) != (want != nil) {
 						t.Fatalf("step %d: allocate(%d) = %v, %v; reference %v", step, n, got, err, want)
@@ -70,14 +70,14 @@ func TestPoolMatchesReference(t *testing.T) {
 					}
 				case op < 8 && len(held) > 0:
 					k := rng.IntN(len(held))
-					p.release(held[k])
+					p.Release(held[k])
 					for _, a := range held[k] {
 						delete(ref.used, u32(a)-ref.base)
 					}
 					held = slices.Delete(held, k, k+1)
 				default:
-					a := addrOf(ref.base + uint32(rng.IntN(int(ref.size))))
-					err := p.reserve([]netip.Addr{a})
+					a := addr4(ref.base + uint32(rng.IntN(int(ref.size))))
+					err := p.Reserve([]netip.Addr{a})
 					off := u32(a) - ref.base
 					if (err == nil) == ref.used[off] {
 						t.Fatalf("step %d: reserve(%s) = %v, reference taken=%v", step, a, err, ref.used[off])
@@ -96,8 +96,8 @@ func TestPoolMatchesReference(t *testing.T) {
 }
 
 func TestPoolNeverHandsOutNetworkOrBroadcast(t *testing.T) {
-	p := newPool(netip.MustParsePrefix("242.1.0.0/29"))
-	got, err := p.allocate(6)
+	p := NewAddrPool(netip.MustParsePrefix("242.1.0.0/29"))
+	got, err := p.Allocate(6)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,29 +108,29 @@ func TestPoolNeverHandsOutNetworkOrBroadcast(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("allocate(6) in a /29 = %v, want %v", got, want)
 	}
-	if _, err := p.allocate(1); err == nil {
+	if _, err := p.Allocate(1); err == nil {
 		t.Fatal("allocate(1) in a full /29 succeeded")
 	}
 	for _, s := range []string{"242.1.0.0", "242.1.0.7", "242.1.0.8", "10.0.0.1"} {
-		if err := p.reserve([]netip.Addr{netip.MustParseAddr(s)}); err == nil {
+		if err := p.Reserve([]netip.Addr{netip.MustParseAddr(s)}); err == nil {
 			t.Errorf("reserve(%s) succeeded", s)
 		}
 	}
 }
 
 func TestPoolReserveIsAllOrNothing(t *testing.T) {
-	p := newPool(netip.MustParsePrefix("242.1.0.0/24"))
+	p := NewAddrPool(netip.MustParsePrefix("242.1.0.0/24"))
 	a, b := netip.MustParseAddr("242.1.0.10"), netip.MustParseAddr("242.1.0.11")
-	if err := p.reserve([]netip.Addr{a, b, a}); err == nil {
+	if err := p.Reserve([]netip.Addr{a, b, a}); err == nil {
 		t.Fatal("reserving an address twice in one call succeeded")
 	}
-	if err := p.reserve([]netip.Addr{a, netip.MustParseAddr("242.2.0.1")}); err == nil {
+	if err := p.Reserve([]netip.Addr{a, netip.MustParseAddr("242.2.0.1")}); err == nil {
 		t.Fatal("reserving an address outside the CIDR succeeded")
 	}
 	if p.free != 254 {
 		t.Fatalf("failed reservations left %d free, want 254", p.free)
 	}
-	if err := p.reserve([]netip.Addr{a, b}); err != nil {
+	if err := p.Reserve([]netip.Addr{a, b}); err != nil {
 		t.Fatalf("reserving free addresses: %v", err)
 	}
 }
