@@ -46,11 +46,10 @@ type keys struct {
 // is generated, as WireGuardConfig.PrivateKeyFile promises; without, a
 // missing one is no problem and wgPrivate stays zero.
 func (s *spec) readKeys(errs *errList, create bool) keys {
-	c := s.cfg
 	var k keys
-	switch c.Transport.Type {
+	switch s.Transport.Kind {
 	case transport.WireGuard:
-		path := c.Transport.WireGuard.PrivateKeyFile
+		path := s.Transport.WireGuard.PrivateKeyFile
 		var err error
 		if create {
 			k.wgPrivate, _, err = wireguard.LoadOrCreateKey(path)
@@ -60,8 +59,8 @@ func (s *spec) readKeys(errs *errList, create bool) keys {
 		if err != nil {
 			addKeyFileError(errs, "transport.wireguard.privateKeyFile", path, err, "`wg genkey`, or delete the file to have the gateway generate one")
 		}
-		k.wgPSK = make([]*wireguard.Key, len(c.Remotes))
-		for i, r := range c.Remotes {
+		k.wgPSK = make([]*wireguard.Key, len(s.Remotes))
+		for i, r := range s.Remotes {
 			if r.WireGuard == nil || r.WireGuard.PresharedKeyFile == "" {
 				continue
 			}
@@ -74,8 +73,8 @@ func (s *spec) readKeys(errs *errList, create bool) keys {
 			k.wgPSK[i] = &psk
 		}
 	case transport.ESP:
-		e := c.Transport.ESP
-		k.espPSK = []byte(e.PSK) // its length is judged by Validate
+		e := s.Transport.ESP
+		k.espPSK = e.PSK // its length is judged by Validate
 		if e.PSKFile == "" {
 			break
 		}
@@ -107,11 +106,11 @@ func addKeyFileError(errs *errList, field, path string, err error, howToMake str
 func (s *spec) probePorts(errs *errList) {
 	conn, err := udp.Open(s.port)
 	if err != nil {
-		*errs = append(*errs, portError(s.port, err))
+		errs.addErr(portError(s.port, err))
 	} else {
 		conn.Close()
 	}
-	if a := s.cfg.MetricsAddress; a != "" {
+	if a := s.MetricsAddress; a != "" {
 		ln, err := net.Listen("tcp", a)
 		if err != nil {
 			errs.add("metricsAddress", "cannot listen on %s: %v; stop the program that holds it or choose another address", a, err)

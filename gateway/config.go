@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/snorkel-net/snorkel/transport"
+	"github.com/snorkel-net/snorkel/transport/wireguard"
 )
 
 // Defaults applied by Validate where a field is left empty.
@@ -136,9 +137,9 @@ type VXLANRemoteConfig struct {
 // for cluster IDs.
 var clusterNameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 
-// spec is a validated Config with its addresses parsed.
+// spec is a validated Spec and what the gateway derives from it.
 type spec struct {
-	cfg             Config
+	*Spec
 	local           []netip.Prefix // pod then service CIDRs of the local cluster
 	podPrefixes     []netip.Prefix
 	servicePrefixes []netip.Prefix
@@ -164,18 +165,43 @@ func (c *Config) Validate() error {
 	return err
 }
 
-type errList []error
-
-func (l *errList) add(field, format string, args ...any) {
-	*l = append(*l, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+// Compile checks the configuration as Validate does and returns it in
+// typed form.
+func (c *Config) Compile() (*Spec, error) {
+	s, err := c.build()
+	if err != nil {
+		return nil, err
+	}
+	return s.Spec, nil
 }
 
+// errList collects problems, one per field: a field whose text did not
+// parse is not judged again on what little was made of it.
+type errList struct {
+	errs   []error
+	fields map[string]bool
+}
+
+func (l *errList) add(field, format string, args ...any) {
+	if l.fields[field] {
+		return
+	}
+	if l.fields == nil {
+		l.fields = map[string]bool{}
+	}
+	l.fields[field] = true
+	l.errs = append(l.errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+}
+
+// addErr records an error that names its own field.
+func (l *errList) addErr(err error) { l.errs = append(l.errs, err) }
+
 // err is every problem in l, one per line, or nil if there is none.
-func (l errList) err() error {
-	if len(l) == 0 {
+func (l *errList) err() error {
+	if len(l.errs) == 0 {
 		return nil
 	}
-	return fmt.Errorf("invalid gateway config:\n  %w", joinLines(l))
+	return fmt.Errorf("invalid gateway config:\n  %w", joinLines(l.errs))
 }
 
 func (c *Config) applyDefaults() {
@@ -204,114 +230,109 @@ func (c *Config) applyDefaults() {
 	}
 }
 
+// build parses the file's strings into a Spec, then checks and derives it
+// as any Spec is.
 func (c *Config) build() (*spec, error) {
 	c.applyDefaults()
 	var errs errList
-	s := &spec{cfg: *c}
-
-	if !clusterNameRE.MatchString(c.Cluster.ID) || len(c.Cluster.ID) > 63 {
-		errs.add("cluster.id", "%q is not a DNS-1123 label; use lower-case letters, digits and '-', at most 63 characters", c.Cluster.ID)
+	s := c.parse(&errs)
+	d := s.deriveInto(&errs)
+	if err := errs.err(); err != nil {
+		return nil, err
 	}
-	s.podPrefixes = parseCIDRs(&errs, "cluster.podCIDRs", c.Cluster.PodCIDRs)
-	s.servicePrefixes = parseCIDRs(&errs, "cluster.serviceCIDRs", c.Cluster.ServiceCIDRs)
-	s.local = append(slices.Clip(s.podPrefixes), s.servicePrefixes...)
+	return d, nil
+}
 
+// parse turns the file's strings into typed values, reporting each that
+// does not parse under its field.
+func (c *Config) parse(errs *errList) *Spec {
+	s := &Spec{
+		Cluster: ClusterSpec{
+			ID:           c.Cluster.ID,
+			PodCIDRs:     parseCIDRs(errs, "cluster.podCIDRs", c.Cluster.PodCIDRs),
+			ServiceCIDRs: parseCIDRs(errs, "cluster.serviceCIDRs", c.Cluster.ServiceCIDRs),
+		},
+		TUN:            TUNSpec{Name: c.TUN.Name, MTU: c.TUN.MTU},
+		UnderlayMTU:    c.UnderlayMTU,
+		MetricsAddress: c.MetricsAddress,
+		Transport:      TransportSpec{Kind: c.Transport.Type},
+	}
 	if c.TUN.Address != "" {
 		p, err := parseHostOrPrefix(c.TUN.Address)
 		if err != nil {
 			errs.add("tun.address", "%q is not an IP address or CIDR; write it like 10.8.255.254 or 10.8.255.254/32", c.TUN.Address)
 		}
-		s.tunAddr = p
-	}
-	if len(c.TUN.Name) > 15 || strings.ContainsAny(c.TUN.Name, "/ \t") {
-		errs.add("tun.name", "%q is not a valid interface name; use at most 15 characters, no '/' or spaces", c.TUN.Name)
-	}
-	if c.UnderlayMTU < 576 || c.UnderlayMTU > 65535 {
-		errs.add("underlayMTU", "%d is out of range; use a value from 576 to 65535 (1500 on most networks)", c.UnderlayMTU)
-	}
-	if c.TUN.MTU != 0 && (c.TUN.MTU < 576 || c.TUN.MTU > 65535) {
-		errs.add("tun.mtu", "%d is out of range; use a value from 576 to 65535, or leave it unset to derive it from underlayMTU", c.TUN.MTU)
+		s.TUN.Addr = p
 	}
 	if c.Transport.Port < 1 || c.Transport.Port > 65535 {
 		errs.add("transport.port", "%d is not a UDP port; use 1 to 65535 (default 4500)", c.Transport.Port)
 	}
-	s.port = uint16(c.Transport.Port)
-	if c.MetricsAddress != "" {
-		if _, _, err := net.SplitHostPort(c.MetricsAddress); err != nil {
-			errs.add("metricsAddress", "%q is not host:port; write it like 127.0.0.1:9898 or :9898", c.MetricsAddress)
-		}
-	}
-
+	s.Transport.Port = uint16(c.Transport.Port)
 	switch c.Transport.Type {
 	case transport.WireGuard:
-		if c.Transport.WireGuard == nil || c.Transport.WireGuard.PrivateKeyFile == "" {
-			errs.add("transport.wireguard.privateKeyFile", "is required for the wireguard transport; name a file (it is generated if missing)")
+		if w := c.Transport.WireGuard; w != nil {
+			s.Transport.WireGuard = &WireGuardSpec{PrivateKeyFile: w.PrivateKeyFile, UAPIName: w.UAPIName}
 		}
 	case transport.VXLAN:
 		v := c.Transport.VXLAN
-		if v.VNI >= 1<<24 {
-			errs.add("transport.vxlan.vni", "%d does not fit in 24 bits; use 1 to 16777215 (default 1000)", v.VNI)
-		}
+		s.Transport.VXLAN = &VXLANSpec{VNI: v.VNI}
 		if v.MAC != "" {
-			if _, err := net.ParseMAC(v.MAC); err != nil {
+			m, err := net.ParseMAC(v.MAC)
+			if err != nil {
 				errs.add("transport.vxlan.mac", "%q is not a MAC address; write it like 02:53:4e:00:00:01", v.MAC)
 			}
+			s.Transport.VXLAN.MAC = m
 		}
 	case transport.ESP:
-	case "":
-		errs.add("transport.type", "is required; use one of %s", strings.Join(transport.Kinds, ", "))
-	default:
-		errs.add("transport.type", "unknown transport %q; use one of %s", c.Transport.Type, strings.Join(transport.Kinds, ", "))
+		s.Transport.ESP = c.parseESP(errs)
 	}
-
-	if len(c.Remotes) == 0 {
-		errs.add("remotes", "no remote clusters; list at least one cluster to connect to")
-	}
-	ids := map[string]string{c.Cluster.ID: "cluster.id"}
 	for i, r := range c.Remotes {
 		f := fmt.Sprintf("remotes[%d]", i)
-		if !clusterNameRE.MatchString(r.ID) || len(r.ID) > 63 {
-			errs.add(f+".id", "%q is not a DNS-1123 label; use lower-case letters, digits and '-', at most 63 characters", r.ID)
-		} else if prev, dup := ids[r.ID]; dup {
-			errs.add(f+".id", "cluster %q is already named by %s; every cluster needs its own ID", r.ID, prev)
-		} else {
-			ids[r.ID] = f + ".id"
-		}
-		rs := remoteSpec{id: r.ID, cidrs: append(parseCIDRs(&errs, f+".podCIDRs", r.PodCIDRs), parseCIDRs(&errs, f+".serviceCIDRs", r.ServiceCIDRs)...)}
-		if len(r.PodCIDRs)+len(r.ServiceCIDRs) == 0 && c.Globalnet == nil {
-			errs.add(f+".podCIDRs", "remote %q has no CIDRs; list its podCIDRs and serviceCIDRs", r.ID)
+		rs := RemoteSpec{
+			ID:           r.ID,
+			PodCIDRs:     parseCIDRs(errs, f+".podCIDRs", r.PodCIDRs),
+			ServiceCIDRs: parseCIDRs(errs, f+".serviceCIDRs", r.ServiceCIDRs),
 		}
 		ep, err := parseEndpoint(r.Endpoint, DefaultPort)
 		if err != nil {
 			errs.add(f+".endpoint", "%q is not IP or IP:port; write it like 198.18.0.2:4500", r.Endpoint)
 		}
-		rs.endpoint = ep
+		rs.Endpoint = ep
+		if r.HealthCheckIP != "" {
+			a, err := netip.ParseAddr(r.HealthCheckIP)
+			if err != nil || a.Zone() != "" {
+				errs.add(f+".healthCheckIP", "%q is not an IP address; write the remote gateway's health-check address (its Endpoint's healthCheckIP), like 10.9.255.254", r.HealthCheckIP)
+			} else {
+				rs.HealthCheckIP = a.Unmap()
+			}
+		}
 		switch c.Transport.Type {
 		case transport.WireGuard:
-			if r.WireGuard == nil || r.WireGuard.PublicKey == "" {
-				errs.add(f+".wireguard.publicKey", "is required for the wireguard transport; copy it from the remote gateway's key file (.pub) or `snorkel pubkey`")
-			} else if !validKey(r.WireGuard.PublicKey) {
-				errs.add(f+".wireguard.publicKey", "is not a base64 WireGuard key (44 characters ending in '=')")
+			if r.WireGuard != nil && r.WireGuard.PublicKey != "" {
+				k, err := wireguard.ParseKey(r.WireGuard.PublicKey)
+				if err != nil || !validKey(r.WireGuard.PublicKey) {
+					errs.add(f+".wireguard.publicKey", "is not a base64 WireGuard key (44 characters ending in '=')")
+				}
+				rs.WireGuard = &WireGuardRemoteSpec{PublicKey: k, PresharedKeyFile: r.WireGuard.PresharedKeyFile}
 			}
 		case transport.VXLAN:
 			if r.VXLAN != nil && r.VXLAN.MAC != "" {
-				if _, err := net.ParseMAC(r.VXLAN.MAC); err != nil {
+				m, err := net.ParseMAC(r.VXLAN.MAC)
+				if err != nil {
 					errs.add(f+".vxlan.mac", "%q is not a MAC address; write it like 02:53:4e:00:00:02", r.VXLAN.MAC)
 				}
+				rs.VXLAN = &VXLANRemoteSpec{MAC: m}
+			}
+		case transport.ESP:
+			if r.ESP != nil {
+				rs.ESP = &ESPRemoteSpec{ID: r.ESP.ID, Initiate: r.ESP.Initiate}
 			}
 		}
-		s.remotes = append(s.remotes, rs)
+		s.Remotes = append(s.Remotes, rs)
 	}
-	c.buildGlobalnet(&errs, s)
-	c.buildHealth(&errs, s)
-	if c.Transport.Type == transport.ESP {
-		c.buildESP(&errs, s)
-	}
-	errs = append(errs, overlapErrors(c)...)
-	if err := errs.err(); err != nil {
-		return nil, err
-	}
-	return s, nil
+	c.parseGlobalnet(errs, s)
+	c.parseHealth(errs, s)
+	return s
 }
 
 // overlapErrors reports CIDRs shared by two clusters: routing by destination
@@ -324,16 +345,16 @@ func (c *Config) build() (*spec, error) {
 // O(n log n) plus one step per overlap reported. With Globalnet, where
 // clusters may share ranges freely, each cluster is swept on its own so
 // that shared ranges cost nothing.
-func overlapErrors(c *Config) errList {
+func overlapErrors(c *Spec) []error {
 	var all []ownedCIDR
-	add := func(cluster string, remote int, pods, svcs []string) {
-		for i, v := range pods {
-			if p, err := netip.ParsePrefix(v); err == nil {
+	add := func(cluster string, remote int, pods, svcs []netip.Prefix) {
+		for i, p := range pods {
+			if p.IsValid() {
 				all = append(all, ownedCIDR{cluster, remote, false, i, p.Masked(), len(all)})
 			}
 		}
-		for i, v := range svcs {
-			if p, err := netip.ParsePrefix(v); err == nil {
+		for i, p := range svcs {
+			if p.IsValid() {
 				all = append(all, ownedCIDR{cluster, remote, true, i, p.Masked(), len(all)})
 			}
 		}
@@ -342,7 +363,7 @@ func overlapErrors(c *Config) errList {
 	for i, r := range c.Remotes {
 		add(r.ID, i, r.PodCIDRs, r.ServiceCIDRs)
 	}
-	var errs errList
+	var errs []error
 	report := func(a, b *ownedCIDR) {
 		// The error goes to the later of the two, which a reader going
 		// down the file meets second.
@@ -350,10 +371,10 @@ func overlapErrors(c *Config) errList {
 			a, b = b, a
 		}
 		if a.cluster == b.cluster {
-			errs.add(b.field(), "%s overlaps %s %s of the same cluster; list each range once", b.p, a.field(), a.p)
+			errs = append(errs, fmt.Errorf("%s: %s overlaps %s %s of the same cluster; list each range once", b.field(), b.p, a.field(), a.p))
 			return
 		}
-		errs.add(b.field(), "%s of cluster %q overlaps %s %s of cluster %q; give the clusters distinct CIDRs, or connect them through Globalnet", b.p, b.cluster, a.field(), a.p, a.cluster)
+		errs = append(errs, fmt.Errorf("%s: %s of cluster %q overlaps %s %s of cluster %q; give the clusters distinct CIDRs, or connect them through Globalnet", b.field(), b.p, b.cluster, a.field(), a.p, a.cluster))
 	}
 	if c.Globalnet == nil {
 		sweepOverlaps(all, report)
@@ -418,22 +439,15 @@ func sweepOverlaps(cidrs []ownedCIDR, report func(a, b *ownedCIDR)) {
 	}
 }
 
-// parseCIDRs parses the list at field, reporting each bad entry.
+// parseCIDRs parses the list at field, reporting each bad entry and
+// keeping its place (as an invalid prefix) so that later checks name the
+// right index.
 func parseCIDRs(errs *errList, field string, vals []string) []netip.Prefix {
 	var out []netip.Prefix
 	for i, v := range vals {
-		f := fmt.Sprintf("%s[%d]", field, i)
 		p, err := netip.ParsePrefix(v)
-		switch {
-		case err != nil:
-			errs.add(f, "%q is not a CIDR; write it like 10.8.0.0/16", v)
-			continue
-		case p != p.Masked():
-			errs.add(f, "%q has host bits set; did you mean %s?", v, p.Masked())
-			continue
-		case p.Overlaps(linkLocal):
-			errs.add(f, "%s overlaps %s, which Calico uses for its pods' gateway; choose another range", p, linkLocal)
-			continue
+		if err != nil {
+			errs.add(fmt.Sprintf("%s[%d]", field, i), "%q is not a CIDR; write it like 10.8.0.0/16", v)
 		}
 		out = append(out, p)
 	}
@@ -473,7 +487,7 @@ func validKey(s string) bool {
 }
 
 // joinLines joins errors one per line, keeping them unwrappable.
-func joinLines(errs errList) error {
+func joinLines(errs []error) error {
 	msgs := make([]string, len(errs))
 	for i, e := range errs {
 		msgs[i] = e.Error()

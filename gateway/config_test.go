@@ -153,8 +153,10 @@ func TestGlobalnetResolvesRules(t *testing.T) {
 	if !slices.Equal(r.ClusterEgress, egress) {
 		t.Errorf("cluster egress %v, want the first %d addresses of 242.1.0.0/16: %v", r.ClusterEgress, DefaultClusterEgressIPs, egress)
 	}
-	if len(r.Pools) != 2 || !slices.Equal(r.Pools[0].IPs, []netip.Addr{a("242.1.0.9")}) || r.Pools[0].Kind != natengine.PoolNamespace {
-		t.Errorf("pool blue %+v, want one counted IP after the cluster egress IPs, 242.1.0.9", r.Pools[0])
+	// One counted address comes from the top of the global CIDR, as the
+	// controller's IPAM hands it out: the same allocator serves both.
+	if len(r.Pools) != 2 || !slices.Equal(r.Pools[0].IPs, []netip.Addr{a("242.1.255.254")}) || r.Pools[0].Kind != natengine.PoolNamespace {
+		t.Errorf("pool blue %+v, want one counted IP from the top of the global CIDR, 242.1.255.254", r.Pools[0])
 	}
 	if !slices.Equal(r.Pools[1].IPs, []netip.Addr{a("242.1.0.100")}) || r.Pools[1].Kind != natengine.PoolPodSelector ||
 		!slices.Equal(r.Pools[1].Members, []netip.Prefix{netip.MustParsePrefix("10.8.1.7/32")}) {
@@ -200,8 +202,8 @@ func TestGlobalnetExplicitClusterEgressAndZero(t *testing.T) {
 	if got := s.globalnet.rules.ClusterEgress; len(got) != 2 || got[0] != netip.MustParseAddr("242.1.3.1") {
 		t.Errorf("cluster egress %v, want the two listed", got)
 	}
-	if got := s.globalnet.rules.Pools[0].IPs; got[0] != netip.MustParseAddr("242.1.0.1") {
-		t.Errorf("counted pool got %v; with no counted cluster egress it starts at 242.1.0.1", got)
+	if got := s.globalnet.rules.Pools[0].IPs; got[0] != netip.MustParseAddr("242.1.255.254") {
+		t.Errorf("counted pool got %v; a single counted address is the highest free one, 242.1.255.254", got)
 	}
 	zero := 0
 	c = globalnetConfig()
@@ -230,8 +232,6 @@ func TestGlobalnetValidateNamesFieldAndFix(t *testing.T) {
 		}, []string{"globalnet.egressPools[1].members", "10.8.1.7/32 overlaps 10.8.1.0/24", `pool "blue"`}},
 		{"pools share an IP", func(c *Config) { c.Globalnet.EgressPools[0].GlobalIPs = GlobalIPs{IPs: []string{"242.1.0.100"}} },
 			[]string{"globalnet.egressPools[1].ips[0]", "242.1.0.100 is already globalnet.egressPools[0].ips[0]"}},
-		{"explicit IP inside the counted cluster egress range", func(c *Config) { c.Globalnet.Ingress[0].GlobalIP = "242.1.0.3" },
-			[]string{"globalnet.ingress[0].globalIP", "one of the 8 cluster egress IPs", "after 242.1.0.8"}},
 		{"global CIDR in 169.254.0.0/16", func(c *Config) {
 			c.Globalnet.Supernet = "169.254.0.0/16"
 			c.Globalnet.GlobalCIDR = "169.254.0.0/24"
@@ -297,5 +297,25 @@ func TestGlobalnetAllowsOverlappingClusterCIDRsAndValidatesTwice(t *testing.T) {
 	c.Remotes[0].PodCIDRs, c.Remotes[0].ServiceCIDRs = nil, nil
 	if err := c.Validate(); err != nil {
 		t.Fatalf("a remote with only a global CIDR refused: %v", err)
+	}
+}
+
+// TestGlobalnetCountsAroundListedAddresses checks that counted addresses
+// come from the controller's allocator after the listed ones are taken: the
+// cluster egress block moves past a listed ingress address instead of
+// colliding with it.
+func TestGlobalnetCountsAroundListedAddresses(t *testing.T) {
+	c := globalnetConfig()
+	c.Globalnet.Ingress[0].GlobalIP = "242.1.0.3"
+	s, err := c.build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []netip.Addr
+	for i := 4; i < 4+DefaultClusterEgressIPs; i++ {
+		want = append(want, netip.AddrFrom4([4]byte{242, 1, 0, byte(i)}))
+	}
+	if got := s.globalnet.rules.ClusterEgress; !slices.Equal(got, want) {
+		t.Errorf("cluster egress %v, want the first free block of %d after 242.1.0.3: %v", got, DefaultClusterEgressIPs, want)
 	}
 }

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/binary"
+	"fmt"
 	"net/netip"
 	"os"
 	"sync"
@@ -20,6 +21,9 @@ type nullTransport struct {
 	peers []int    // the peer of each packet in sent
 	keep  bool
 	count int
+	// changes are the peer changes, as "set SLOT=CLUSTER" and
+	// "remove SLOT".
+	changes []string
 }
 
 func (n *nullTransport) Send(peer int, bufs [][]byte, offset int) error {
@@ -37,6 +41,21 @@ func (n *nullTransport) Send(peer int, bufs [][]byte, offset int) error {
 func (n *nullTransport) Overhead() int  { return 60 }
 func (n *nullTransport) BatchSize() int { return 128 }
 func (n *nullTransport) Close() error   { return nil }
+
+// setPeer and removePeer record the peer changes the gateway makes.
+func (n *nullTransport) setPeer(s *spec, i, slot int, _ keys) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.changes = append(n.changes, fmt.Sprintf("set %d=%s", slot, s.remotes[i].id))
+	return nil
+}
+
+func (n *nullTransport) removePeer(slot int) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.changes = append(n.changes, fmt.Sprintf("remove %d", slot))
+	return nil
+}
 
 // replayDevice is a tun.Device whose Read returns the same batch `reads`
 // times and then reports the device closed; Write keeps a count.

@@ -12,9 +12,15 @@
 // remotes' CIDRs that drops their traffic whenever no gateway carries it,
 // however the last one ended (guard.go).
 //
+// The remotes change while the gateway runs (update.go): a remote joining,
+// leaving or moving touches only that remote's routes, transport peer,
+// anti-spoofing set and probes; the device, the socket, the other remotes'
+// sessions and the Globalnet flows stay.
+//
 // Concurrency: one goroutine reads the device; transports call Deliver from
-// their own goroutines, possibly at once. Routing tables are immutable after
-// New. Per-packet work allocates nothing; counters are updated per batch.
+// their own goroutines, possibly at once. The remotes and their route table
+// are one immutable value swapped by update, read with one atomic load per
+// batch. Per-packet work allocates nothing; counters are updated per batch.
 package gateway
 
 import (
@@ -55,34 +61,33 @@ type Options struct {
 // Gateway is a running data-plane engine. Create it with New and drive it
 // with Run.
 type Gateway struct {
-	spec  *spec
+	spec  *spec // the local part, fixed for the gateway's life
+	set   atomic.Pointer[remoteSet]
 	dev   atomic.Pointer[tun.Device] // set by Run
-	tr    transport.Transport
+	tr    peerTransport
 	log   *slog.Logger
 	xlate Translator
 	// globalnet is the Globalnet section in force, for /status: the
 	// spec's at first, replaced by updateGlobalnet.
 	globalnet atomic.Pointer[globalnetSpec]
 
-	remoteRoutes *routeTable // destination → remote index
-	localRoutes  *routeTable // this cluster's own CIDRs (and TUN address) → 0
+	localRoutes *routeTable // this cluster's own CIDRs (and TUN address) → 0
 	// globalRoutes is this cluster's global CIDR with Globalnet, else nil:
 	// the only destinations a remote may address before translation.
 	globalRoutes *routeTable
 
-	pathMTU int // the largest inner packet the tunnel carries
-	mtu     int // the TUN device's MTU
+	pathMTU atomic.Int64 // the largest inner packet the tunnel carries
+	mtu     int          // the TUN device's MTU
 	from4   netip.Addr
 	from6   netip.Addr
 
-	counters     []counters // one per remote, then one for unattributed drops
+	unattr       counters // drops of packets that belong to no remote
 	now          atomic.Int64
 	nowNano      atomic.Int64 // the same coarse clock, for the NAT engine
 	tooBigBudget atomic.Int64 // ICMP errors left in the current second
 	publicKey    string
 
 	scratch   sync.Pool // *deliverScratch
-	health    *health   // nil without a tun.address or remote healthCheckIPs
 	closeOnce sync.Once
 	closed    chan struct{}
 }
@@ -96,10 +101,25 @@ const maxTooBigPerSecond = 100
 // gateway moves packets once Run gives it a device; until then it drops what
 // arrives. MTU tells what MTU that device should have.
 func New(cfg Config, opts Options) (*Gateway, error) {
-	s, err := cfg.build()
+	s, err := cfg.Compile()
 	if err != nil {
 		return nil, err
 	}
+	return NewFromSpec(s, opts)
+}
+
+// NewFromSpec is New for a Spec, which it validates.
+func NewFromSpec(sp *Spec, opts Options) (*Gateway, error) {
+	s, err := sp.derive()
+	if err != nil {
+		return nil, err
+	}
+	return newGatewayFor(s, opts)
+}
+
+// newGatewayFor starts the NAT engine and the transport of a validated
+// spec.
+func newGatewayFor(s *spec, opts Options) (*Gateway, error) {
 	g := newGateway(s, opts)
 	if s.globalnet != nil && g.xlate == nil {
 		if err := g.startNAT(); err != nil {
@@ -117,11 +137,10 @@ func New(cfg Config, opts Options) (*Gateway, error) {
 // newGateway builds a gateway for a validated spec, without its transport.
 func newGateway(s *spec, opts Options) *Gateway {
 	g := &Gateway{
-		spec:     s,
-		log:      opts.Logger,
-		xlate:    opts.Translator,
-		counters: make([]counters, len(s.remotes)+1),
-		closed:   make(chan struct{}),
+		spec:   s,
+		log:    opts.Logger,
+		xlate:  opts.Translator,
+		closed: make(chan struct{}),
 	}
 	if g.log == nil {
 		g.log = slog.Default()
@@ -129,12 +148,7 @@ func newGateway(s *spec, opts Options) *Gateway {
 	if s.globalnet != nil {
 		g.globalnet.Store(s.globalnet)
 	}
-	var remote, local []route
-	for i, r := range s.remotes {
-		for _, p := range r.cidrs {
-			remote = append(remote, route{p, i})
-		}
-	}
+	var local []route
 	for _, p := range s.local {
 		local = append(local, route{p, 0})
 	}
@@ -146,25 +160,30 @@ func newGateway(s *spec, opts Options) *Gateway {
 			g.from6 = s.tunAddr.Addr()
 		}
 	}
-	g.remoteRoutes = newRouteTable(remote)
+	g.set.Store(newRemoteSet(s, nil))
 	g.localRoutes = newRouteTable(local)
 	if s.globalnet != nil {
 		g.globalRoutes = newRouteTable([]route{{s.globalnet.rules.Global, 0}})
 	}
-	g.scratch.New = func() any { return newDeliverScratch(len(s.remotes)) }
-	g.health = newHealth(s)
+	g.scratch.New = func() any { return &deliverScratch{} }
 	g.tick()
 	return g
 }
 
 // attach gives the gateway its transport, which fixes the tunnel MTU.
-func (g *Gateway) attach(tr transport.Transport, publicKey string) {
+func (g *Gateway) attach(tr peerTransport, publicKey string) {
 	g.tr, g.publicKey = tr, publicKey
-	g.pathMTU = g.spec.cfg.UnderlayMTU - tr.Overhead()
-	g.mtu = g.pathMTU
-	if g.spec.cfg.TUN.MTU != 0 {
-		g.mtu = g.spec.cfg.TUN.MTU
+	g.setPathMTU()
+	g.mtu = int(g.pathMTU.Load())
+	if g.spec.TUN.MTU != 0 {
+		g.mtu = g.spec.TUN.MTU
 	}
+}
+
+// setPathMTU follows the transport's overhead, which grows when a remote
+// is first reached over IPv6.
+func (g *Gateway) setPathMTU() {
+	g.pathMTU.Store(int64(g.spec.UnderlayMTU - g.tr.Overhead()))
 }
 
 // MTU is the MTU the TUN device should have.
@@ -186,9 +205,7 @@ func (g *Gateway) Run(ctx context.Context, dev tun.Device) error {
 		g.Close()
 	}()
 	go g.clock()
-	if g.health != nil && g.health.probing() {
-		go g.probeLoop()
-	}
+	go g.probeLoop()
 	err := g.readLoop(dev)
 	select {
 	case <-g.closed:
@@ -233,13 +250,13 @@ func (g *Gateway) tick() {
 	sec := t.Unix()
 	if g.now.Swap(sec) != sec {
 		g.tooBigBudget.Store(maxTooBigPerSecond)
-		if g.health != nil {
-			g.health.budget.Store(g.health.perSec)
+		if h := g.set.Load().health; h != nil {
+			h.budget.Store(h.perSec)
 		}
 	}
 }
 
-func (g *Gateway) unattributed() *counters { return &g.counters[len(g.counters)-1] }
+func (g *Gateway) unattributed() *counters { return &g.unattr }
 
 // readLoop is the egress path: device → route → transport.
 func (g *Gateway) readLoop(dev tun.Device) error {
@@ -249,12 +266,8 @@ func (g *Gateway) readLoop(dev tun.Device) error {
 	for i := range bufs {
 		bufs[i] = make([]byte, transport.BufSize)
 	}
-	nr := len(g.spec.remotes)
-	out := make([][][]byte, nr)
-	for i := range out {
-		out[i] = make([][]byte, 0, n)
-	}
-	tallies := make([]tally, nr)
+	var out [][][]byte
+	var tallies []tally
 	icmp := [1][]byte{make([]byte, transport.Headroom+1280)}
 	const off = transport.Headroom
 	var p packet.Parsed
@@ -268,9 +281,15 @@ func (g *Gateway) readLoop(dev tun.Device) error {
 			} else if errors.Is(err, os.ErrClosed) || isClosed(g.closed) {
 				return nil
 			} else {
-				return fmt.Errorf("gateway: read %s: %w", g.spec.cfg.TUN.Name, err)
+				return fmt.Errorf("gateway: read %s: %w", g.spec.TUN.Name, err)
 			}
 		}
+		rs := g.set.Load()
+		for len(out) < len(rs.bySlot) {
+			out = append(out, make([][]byte, 0, n))
+			tallies = append(tallies, tally{})
+		}
+		pathMTU := int(g.pathMTU.Load())
 		for i := 0; i < cnt; i++ {
 			pkt := bufs[i][off : off+sizes[i]]
 			if p.Decode(pkt) != packet.DropNone {
@@ -278,23 +297,24 @@ func (g *Gateway) readLoop(dev tun.Device) error {
 				continue
 			}
 			pkt = pkt[:p.Length]
-			r := g.remoteRoutes.lookup(p.Version, &p.Dst)
+			r := rs.routes.lookup(p.Version, &p.Dst)
 			if r == noRoute {
 				g.unattributed().drops[dropNoRoute].Add(1)
 				continue
 			}
-			if p.Length > g.pathMTU {
+			c := rs.bySlot[r].c
+			if p.Length > pathMTU {
 				if p.Version == 6 || p.DontFragment {
-					g.sendTooBig(dev, icmp[:], pkt, &p)
+					g.sendTooBig(dev, icmp[:], pkt, &p, pathMTU)
 				}
-				g.counters[r].drops[dropTooBig].Add(1)
+				c.drops[dropTooBig].Add(1)
 				continue
 			}
 			if g.xlate != nil && !g.xlate.Egress(r, pkt, &p) {
-				g.counters[r].drops[dropTranslate].Add(1)
+				c.drops[dropTranslate].Add(1)
 				continue
 			}
-			g.clampMSS(pkt, &p)
+			clampMSS(pkt, &p, pathMTU)
 			out[r] = append(out[r], bufs[i][:off+p.Length])
 			tallies[r].packets++
 			tallies[r].bytes += uint64(p.Length)
@@ -303,16 +323,16 @@ func (g *Gateway) readLoop(dev tun.Device) error {
 			if len(out[r]) == 0 {
 				continue
 			}
-			g.send(r, out[r], tallies[r])
+			g.send(rs.bySlot[r].c, r, out[r], tallies[r])
 			out[r] = out[r][:0]
 			tallies[r] = tally{}
 		}
 	}
 }
 
-// send hands one remote's packets to the transport in batches it accepts.
-func (g *Gateway) send(r int, batch [][]byte, t tally) {
-	c := &g.counters[r]
+// send hands the packets of the remote in slot r, whose counters are c, to
+// the transport in batches it accepts.
+func (g *Gateway) send(c *counters, r int, batch [][]byte, t tally) {
 	max := g.tr.BatchSize()
 	for len(batch) > 0 {
 		k := min(len(batch), max)
@@ -326,7 +346,8 @@ func (g *Gateway) send(r int, batch [][]byte, t tally) {
 	c.txBytes.Add(t.bytes)
 }
 
-func (g *Gateway) clampMSS(b []byte, p *packet.Parsed) {
+// clampMSS lowers the MSS a SYN offers to what fits pathMTU.
+func clampMSS(b []byte, p *packet.Parsed, pathMTU int) {
 	if p.Proto != 6 || p.TCPFlags&packet.TCPFlagSYN == 0 {
 		return
 	}
@@ -334,12 +355,12 @@ func (g *Gateway) clampMSS(b []byte, p *packet.Parsed) {
 	if p.Version == 6 {
 		hdr = 60
 	}
-	packet.ClampMSS(b, p, uint16(g.pathMTU-hdr))
+	packet.ClampMSS(b, p, uint16(pathMTU-hdr))
 }
 
 // sendTooBig answers an oversize packet with an ICMP "fragmentation needed"
 // or "packet too big" written back to the device, within the rate limit.
-func (g *Gateway) sendTooBig(dev tun.Device, icmp [][]byte, orig []byte, p *packet.Parsed) {
+func (g *Gateway) sendTooBig(dev tun.Device, icmp [][]byte, orig []byte, p *packet.Parsed, pathMTU int) {
 	if g.tooBigBudget.Add(-1) < 0 {
 		return
 	}
@@ -353,7 +374,7 @@ func (g *Gateway) sendTooBig(dev tun.Device, icmp [][]byte, orig []byte, p *pack
 		from = p.DstAddr()
 	}
 	buf := icmp[0][:cap(icmp[0])]
-	n := packet.TooBig(buf[transport.Headroom:], orig, p, from, g.pathMTU)
+	n := packet.TooBig(buf[transport.Headroom:], orig, p, from, pathMTU)
 	if n == 0 {
 		return
 	}
@@ -373,10 +394,6 @@ type deliverScratch struct {
 	p packet.Parsed
 }
 
-func newDeliverScratch(remotes int) *deliverScratch {
-	return &deliverScratch{tallies: make([]tally, remotes)}
-}
-
 // Deliver is the ingress path: transport → anti-spoofing → (with Globalnet:
 // a destination in the global CIDR → translation) → a local destination →
 // device. It implements transport.Deliverer. Health probes and their replies
@@ -384,38 +401,44 @@ func newDeliverScratch(remotes int) *deliverScratch {
 // answers or matches them itself.
 func (g *Gateway) Deliver(peer int, bufs [][]byte, offset int) {
 	sc := g.scratch.Get().(*deliverScratch)
+	rs := g.set.Load()
+	for len(sc.tallies) < len(rs.bySlot) {
+		sc.tallies = append(sc.tallies, tally{})
+	}
 	out := sc.out[:0]
 	p := &sc.p
+	pathMTU := int(g.pathMTU.Load())
 	for _, b := range bufs {
 		pkt := b[offset:]
 		if p.Decode(pkt) != packet.DropNone {
-			g.peerCounters(peer).drops[dropMalformed].Add(1)
+			g.peerCounters(rs, peer).drops[dropMalformed].Add(1)
 			continue
 		}
-		if h := g.health; h != nil && p.Proto == h.proto && p.Dst == h.addr && g.healthReceive(peer, pkt[:p.Length], p) {
+		if h := rs.health; h != nil && p.Proto == h.proto && p.Dst == h.addr && g.healthReceive(rs, peer, pkt[:p.Length], p) {
 			continue
 		}
-		src := g.remoteRoutes.lookup(p.Version, &p.Src)
+		src := rs.routes.lookup(p.Version, &p.Src)
 		if src == noRoute || (peer != transport.PeerAny && src != peer) {
-			g.peerCounters(peer).drops[dropSpoofedSource].Add(1)
+			g.peerCounters(rs, peer).drops[dropSpoofedSource].Add(1)
 			continue
 		}
+		c := rs.bySlot[src].c
 		// With Globalnet a remote reaches this cluster only at its global
 		// CIDR: the pod and service CIDRs behind it are the remote's own
 		// too, and must not be addressable untranslated.
 		if g.globalRoutes != nil && g.globalRoutes.lookup(p.Version, &p.Dst) == noRoute {
-			g.counters[src].drops[dropBadDestination].Add(1)
+			c.drops[dropBadDestination].Add(1)
 			continue
 		}
 		if g.xlate != nil && !g.xlate.Ingress(src, pkt[:p.Length], p) {
-			g.counters[src].drops[dropTranslate].Add(1)
+			c.drops[dropTranslate].Add(1)
 			continue
 		}
 		if g.localRoutes.lookup(p.Version, &p.Dst) == noRoute {
-			g.counters[src].drops[dropBadDestination].Add(1)
+			c.drops[dropBadDestination].Add(1)
 			continue
 		}
-		g.clampMSS(pkt[:p.Length], p)
+		clampMSS(pkt[:p.Length], p, pathMTU)
 		out = append(out, b[:offset+p.Length])
 		sc.tallies[src].packets++
 		sc.tallies[src].bytes += uint64(p.Length)
@@ -423,7 +446,7 @@ func (g *Gateway) Deliver(peer int, bufs [][]byte, offset int) {
 	now := g.now.Load()
 	for r := range sc.tallies {
 		if t := sc.tallies[r]; t.packets > 0 {
-			c := &g.counters[r]
+			c := rs.bySlot[r].c
 			c.rxPackets.Add(t.packets)
 			c.rxBytes.Add(t.bytes)
 			c.lastRx.Store(now)
@@ -444,11 +467,11 @@ func (g *Gateway) Deliver(peer int, bufs [][]byte, offset int) {
 
 // peerCounters returns the counters drops are charged to when a packet from
 // peer is refused before its cluster is known.
-func (g *Gateway) peerCounters(peer int) *counters {
-	if peer == transport.PeerAny || peer < 0 || peer >= len(g.counters)-1 {
-		return g.unattributed()
+func (g *Gateway) peerCounters(rs *remoteSet, peer int) *counters {
+	if st := rs.state(peer); st != nil {
+		return st.c
 	}
-	return &g.counters[peer]
+	return g.unattributed()
 }
 
 func isClosed(c chan struct{}) bool {

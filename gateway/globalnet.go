@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
@@ -306,20 +305,6 @@ type globalnetSpec struct {
 	maxFlows int
 }
 
-// updateGlobalnet swaps the NAT engine's rules for those of gs, keeping
-// every flow they still give, and shows them in /status.
-func (g *Gateway) updateGlobalnet(gs *globalnetSpec) error {
-	e, ok := g.xlate.(*natengine.Engine)
-	if !ok {
-		return errors.New("globalnet: the gateway's translator is not the NAT engine")
-	}
-	if err := e.SetRules(gs.rules); err != nil {
-		return fmt.Errorf("globalnet: %w", err)
-	}
-	g.globalnet.Store(gs)
-	return nil
-}
-
 // startNAT runs the Globalnet engine as the gateway's translator. Its clock
 // is the gateway's coarse one: the engine reads it per packet.
 func (g *Gateway) startNAT() error {
@@ -339,17 +324,22 @@ func (g *Gateway) startNAT() error {
 	return nil
 }
 
-// buildGlobalnet validates the globalnet section and the remotes' global
-// CIDRs against it, and resolves them into the NAT engine's rules. It sets
-// each remote's routed CIDRs to its global CIDR.
-func (c *Config) buildGlobalnet(errs *errList, s *spec) {
+// parseGlobalnet parses the globalnet section into s.Globalnet, allocating
+// the counted addresses, and each remote's globalCIDR.
+func (c *Config) parseGlobalnet(errs *errList, s *Spec) {
+	for i, r := range c.Remotes {
+		if r.GlobalCIDR == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(r.GlobalCIDR)
+		if err != nil || !p.Addr().Is4() {
+			errs.add(fmt.Sprintf("remotes[%d].globalCIDR", i), "%q is not an IPv4 CIDR; write it like 242.2.0.0/16 (Globalnet is IPv4 only)", r.GlobalCIDR)
+			continue
+		}
+		s.Remotes[i].GlobalCIDR = p
+	}
 	g := c.Globalnet
 	if g == nil {
-		for i, r := range c.Remotes {
-			if r.GlobalCIDR != "" {
-				errs.add(fmt.Sprintf("remotes[%d].globalCIDR", i), "is set but Globalnet is off; add a globalnet section with this cluster's globalCIDR, or remove it")
-			}
-		}
 		return
 	}
 	supernet, ok := parseGlobalCIDR(errs, "globalnet.supernet", g.Supernet, netip.Prefix{})
@@ -357,57 +347,19 @@ func (c *Config) buildGlobalnet(errs *errList, s *spec) {
 		supernet = netip.Prefix{}
 	}
 	global, globalOK := parseGlobalCIDR(errs, "globalnet.globalCIDR", g.GlobalCIDR, supernet)
-	gs := &globalnetSpec{maxFlows: g.MaxFlows}
-	if g.MaxFlows < 0 {
-		errs.add("globalnet.maxFlows", "%d is negative; give the table size, or 0 for the default", g.MaxFlows)
-	}
-	gs.rules.Global = global
-	type owned struct {
-		field string
-		p     netip.Prefix
-	}
-	var globals []owned
-	if globalOK {
-		globals = append(globals, owned{"globalnet.globalCIDR", global})
-	}
-	for i := range c.Remotes {
-		f := fmt.Sprintf("remotes[%d].globalCIDR", i)
-		r := &s.remotes[i]
-		r.cidrs = nil
-		if c.Remotes[i].GlobalCIDR == "" {
-			errs.add(f, "remote %q has no globalCIDR; with Globalnet on every remote needs one (its globalnet.globalCIDR), e.g. 242.2.0.0/16", c.Remotes[i].ID)
-			continue
-		}
-		p, ok := parseGlobalCIDR(errs, f, c.Remotes[i].GlobalCIDR, supernet)
-		if !ok {
-			continue
-		}
-		r.cidrs = []netip.Prefix{p}
-		gs.rules.Remotes = append(gs.rules.Remotes, p)
-		globals = append(globals, owned{f, p})
-	}
-	if len(gs.rules.Remotes) != len(c.Remotes) {
-		gs.rules.Remotes = nil
-	}
-	for i, a := range globals {
-		for _, b := range globals[i+1:] {
-			if a.p.Overlaps(b.p) {
-				errs.add(b.field, "%s overlaps %s %s; every cluster needs its own global CIDR (a /16 of %s each)", b.p, a.field, a.p, supernetOr(supernet))
-			}
-		}
-		for _, l := range s.local {
-			if a.p.Overlaps(l) {
-				errs.add(a.field, "%s overlaps this cluster's own CIDR %s; choose a global CIDR outside the pod and service CIDRs", a.p, l)
-			}
+	gs := &GlobalnetSpec{Supernet: supernet, MaxFlows: g.MaxFlows}
+	s.Globalnet = gs
+	gs.Rules.Global = global
+	var podPrefixes, servicePrefixes []netip.Prefix
+	for _, p := range s.Cluster.PodCIDRs {
+		if p.IsValid() {
+			podPrefixes = append(podPrefixes, p)
 		}
 	}
-
-	gs.rules.Local = append([]netip.Prefix(nil), s.local...)
-	// ICMP errors from the gateway node itself (TTL exceeded, fragmentation
-	// needed on the way to a pod) leave from the TUN address: it must be a
-	// source Egress translates, or the remote drops them as spoofed.
-	if a := s.tunAddr.Addr(); s.tunAddr.IsValid() && a.Is4() && !covers(s.local, a) {
-		gs.rules.Local = append(gs.rules.Local, netip.PrefixFrom(a, 32))
+	for _, p := range s.Cluster.ServiceCIDRs {
+		if p.IsValid() {
+			servicePrefixes = append(servicePrefixes, p)
+		}
 	}
 
 	// taken records which field holds each global IP, to name both
@@ -460,7 +412,7 @@ func (c *Config) buildGlobalnet(errs *errList, s *spec) {
 			f := fmt.Sprintf("globalnet.clusterEgress.ips[%d]", i)
 			if a, ok := parseIP(f, v); ok {
 				take(f, a)
-				gs.rules.ClusterEgress = append(gs.rules.ClusterEgress, a)
+				gs.Rules.ClusterEgress = append(gs.Rules.ClusterEgress, a)
 			}
 		}
 	}
@@ -489,7 +441,7 @@ func (c *Config) buildGlobalnet(errs *errList, s *spec) {
 				errs.add(mf, "%q is not an IPv4 address or CIDR; write it like 10.7.0.11 or 10.7.1.0/24", v)
 			case m != m.Masked():
 				errs.add(mf, "%q has host bits set; did you mean %s?", v, m.Masked())
-			case !coversPrefix(s.podPrefixes, m):
+			case !coversPrefix(podPrefixes, m):
 				errs.add(mf, "%s is not inside cluster.podCIDRs; a pool's members are this cluster's pods", m)
 			default:
 				pools[i].Members = append(pools[i].Members, m)
@@ -532,9 +484,9 @@ func (c *Config) buildGlobalnet(errs *errList, s *spec) {
 		var where string
 		switch in.Kind {
 		case IngressKindService:
-			e.Kind, within, where = natengine.IngressService, s.servicePrefixes, "cluster.serviceCIDRs (a ClusterIP)"
+			e.Kind, within, where = natengine.IngressService, servicePrefixes, "cluster.serviceCIDRs (a ClusterIP)"
 		case IngressKindHeadlessPod:
-			e.Kind, within, where = natengine.IngressHeadlessPod, s.podPrefixes, "cluster.podCIDRs (the pod's address)"
+			e.Kind, within, where = natengine.IngressHeadlessPod, podPrefixes, "cluster.podCIDRs (the pod's address)"
 		default:
 			errs.add(f+".kind", "%q is not an ingress kind; use %s or %s", in.Kind, IngressKindService, IngressKindHeadlessPod)
 		}
@@ -555,61 +507,121 @@ func (c *Config) buildGlobalnet(errs *errList, s *spec) {
 			locals[l] = f
 			e.Local = l
 		}
-		gs.rules.Ingress = append(gs.rules.Ingress, e)
+		gs.Rules.Ingress = append(gs.Rules.Ingress, e)
 	}
 
-	// Counted addresses: the cluster egress pool from the start of the
-	// global CIDR, as Submariner allocates it, then each counted pool in
-	// the order listed.
-	if globalOK && countOK("globalnet.clusterEgress.numberOfIPs", g.ClusterEgress.NumberOfIPs, 0) && len(g.ClusterEgress.IPs) == 0 && g.ClusterEgress.NumberOfIPs != nil {
-		n := *g.ClusterEgress.NumberOfIPs
-		a := global.Addr().Next()
-		for k := 0; k < n; k++ {
-			if !global.Contains(a) || a == lastAddr(global) {
-				errs.add("globalnet.clusterEgress.numberOfIPs", "%d addresses do not fit in globalnet.globalCIDR %s; use a larger global CIDR or fewer IPs", n, global)
-				break
+	// Counted addresses come from the allocator the controller's IPAM
+	// uses, around the listed ones: the cluster egress IPs first, then
+	// each counted pool in the order listed.
+	if globalOK {
+		pool := natengine.NewAddrPool(global)
+		for a := range taken {
+			// Each listed address was checked above; a pool refuses none.
+			_ = pool.Reserve([]netip.Addr{a})
+		}
+		count := func(field string, n int, what string) []netip.Addr {
+			ips, err := pool.Allocate(n)
+			if err != nil {
+				errs.add(field, "%d addresses for %s do not fit in globalnet.globalCIDR %s (%v); use a larger global CIDR or fewer IPs", n, what, global, err)
 			}
-			if prev, dup := taken[a]; dup {
-				errs.add(prev, "%s is one of the %d cluster egress IPs taken from the start of globalnet.globalCIDR; choose an address after %s", a, n, nthAddr(global.Addr(), n))
+			return ips
+		}
+		if n := g.ClusterEgress.NumberOfIPs; countOK("globalnet.clusterEgress.numberOfIPs", n, 0) && len(g.ClusterEgress.IPs) == 0 && n != nil && *n > 0 {
+			gs.Rules.ClusterEgress = count("globalnet.clusterEgress.numberOfIPs", *n, "the cluster egress")
+		}
+		for i, p := range g.EgressPools {
+			f := fmt.Sprintf("globalnet.egressPools[%d].numberOfIPs", i)
+			if !countOK(f, p.NumberOfIPs, 1) || len(p.IPs) > 0 || p.NumberOfIPs == nil {
+				continue
 			}
-			taken[a] = "a cluster egress IP"
-			gs.rules.ClusterEgress = append(gs.rules.ClusterEgress, a)
-			a = a.Next()
+			pools[i].IPs = count(f, *p.NumberOfIPs, fmt.Sprintf("pool %q", p.Name))
 		}
 	}
-	next := global.Addr().Next()
-	for i, p := range g.EgressPools {
-		f := fmt.Sprintf("globalnet.egressPools[%d].numberOfIPs", i)
-		if !globalOK || !countOK(f, p.NumberOfIPs, 1) || len(p.IPs) > 0 || p.NumberOfIPs == nil {
-			continue
-		}
-		for k := 0; k < *p.NumberOfIPs; k++ {
-			for global.Contains(next) && taken[next] != "" {
-				next = next.Next()
-			}
-			if !global.Contains(next) || next == lastAddr(global) {
-				errs.add(f, "no free addresses left in globalnet.globalCIDR %s for pool %q; use a larger global CIDR or fewer IPs", global, p.Name)
-				break
-			}
-			taken[next] = fmt.Sprintf("an IP of pool %q", p.Name)
-			pools[i].IPs = append(pools[i].IPs, next)
-		}
-	}
-	gs.rules.Pools = pools
-	s.globalnet = gs
+	gs.Rules.Pools = pools
 }
 
-// parseGlobalCIDR parses a global CIDR: IPv4, no host bits, clear of
+// deriveGlobalnet checks the remotes' global CIDRs against this cluster's
+// and each other, routes each remote by its global CIDR, and completes the
+// NAT engine's rules with the local and remote ranges.
+func (s *Spec) deriveGlobalnet(errs *errList, d *spec) {
+	g := s.Globalnet
+	if g == nil {
+		for i, r := range s.Remotes {
+			if r.GlobalCIDR.IsValid() {
+				errs.add(fmt.Sprintf("remotes[%d].globalCIDR", i), "is set but Globalnet is off; add a globalnet section with this cluster's globalCIDR, or remove it")
+			}
+		}
+		return
+	}
+	if g.MaxFlows < 0 {
+		errs.add("globalnet.maxFlows", "%d is negative; give the table size, or 0 for the default", g.MaxFlows)
+	}
+	global, globalOK := checkGlobalCIDR(errs, "globalnet.globalCIDR", g.Rules.Global, g.Supernet)
+	gs := &globalnetSpec{rules: g.Rules, maxFlows: g.MaxFlows}
+	gs.rules.Remotes = nil
+	type owned struct {
+		field string
+		p     netip.Prefix
+	}
+	var globals []owned
+	if globalOK {
+		globals = append(globals, owned{"globalnet.globalCIDR", global})
+	}
+	for i := range s.Remotes {
+		f := fmt.Sprintf("remotes[%d].globalCIDR", i)
+		r := &d.remotes[i]
+		r.cidrs = nil
+		if !s.Remotes[i].GlobalCIDR.IsValid() {
+			errs.add(f, "remote %q has no globalCIDR; with Globalnet on every remote needs one (its globalnet.globalCIDR), e.g. 242.2.0.0/16", s.Remotes[i].ID)
+			continue
+		}
+		p, ok := checkGlobalCIDR(errs, f, s.Remotes[i].GlobalCIDR, g.Supernet)
+		if !ok {
+			continue
+		}
+		r.cidrs = []netip.Prefix{p}
+		globals = append(globals, owned{f, p})
+	}
+	for i, a := range globals {
+		for _, b := range globals[i+1:] {
+			if a.p.Overlaps(b.p) {
+				errs.add(b.field, "%s overlaps %s %s; every cluster needs its own global CIDR (a /16 of %s each)", b.p, a.field, a.p, supernetOr(g.Supernet))
+			}
+		}
+		for _, l := range d.local {
+			if a.p.Overlaps(l) {
+				errs.add(a.field, "%s overlaps this cluster's own CIDR %s; choose a global CIDR outside the pod and service CIDRs", a.p, l)
+			}
+		}
+	}
+
+	gs.rules.Local = append([]netip.Prefix(nil), d.local...)
+	// ICMP errors from the gateway node itself (TTL exceeded, fragmentation
+	// needed on the way to a pod) leave from the TUN address: it must be a
+	// source Egress translates, or the remote drops them as spoofed.
+	if a := d.tunAddr.Addr(); d.tunAddr.IsValid() && a.Is4() && !covers(d.local, a) {
+		gs.rules.Local = append(gs.rules.Local, netip.PrefixFrom(a, 32))
+	}
+	for _, r := range d.remotes {
+		var p netip.Prefix
+		if len(r.cidrs) == 1 {
+			p = r.cidrs[0]
+		}
+		gs.rules.Remotes = append(gs.rules.Remotes, p)
+	}
+	d.globalnet = gs
+}
+
+// checkGlobalCIDR checks a global CIDR: IPv4, no host bits, clear of
 // 169.254.0.0/16, and inside supernet when supernet is valid.
-func parseGlobalCIDR(errs *errList, field, v string, supernet netip.Prefix) (netip.Prefix, bool) {
-	p, err := netip.ParsePrefix(v)
+func checkGlobalCIDR(errs *errList, field string, p, supernet netip.Prefix) (netip.Prefix, bool) {
 	switch {
-	case v == "":
+	case !p.IsValid():
 		errs.add(field, "is required with Globalnet; give a /16 of %s, e.g. 242.1.0.0/16", supernetOr(supernet))
-	case err != nil || !p.Addr().Is4():
-		errs.add(field, "%q is not an IPv4 CIDR; write it like 242.1.0.0/16 (Globalnet is IPv4 only)", v)
+	case !p.Addr().Is4():
+		errs.add(field, "%q is not an IPv4 CIDR; write it like 242.1.0.0/16 (Globalnet is IPv4 only)", p)
 	case p != p.Masked():
-		errs.add(field, "%q has host bits set; did you mean %s?", v, p.Masked())
+		errs.add(field, "%q has host bits set; did you mean %s?", p, p.Masked())
 	case p.Overlaps(linkLocal):
 		errs.add(field, "%s overlaps %s, which Calico uses; choose a range in %s", p, linkLocal, supernetOr(supernet))
 	case p.Bits() > 30:
@@ -620,6 +632,20 @@ func parseGlobalCIDR(errs *errList, field, v string, supernet netip.Prefix) (net
 		return p, true
 	}
 	return p, false
+}
+
+// parseGlobalCIDR parses a global CIDR and checks it as checkGlobalCIDR
+// does.
+func parseGlobalCIDR(errs *errList, field, v string, supernet netip.Prefix) (netip.Prefix, bool) {
+	if v == "" {
+		return checkGlobalCIDR(errs, field, netip.Prefix{}, supernet)
+	}
+	p, err := netip.ParsePrefix(v)
+	if err != nil || !p.Addr().Is4() {
+		errs.add(field, "%q is not an IPv4 CIDR; write it like 242.1.0.0/16 (Globalnet is IPv4 only)", v)
+		return p, false
+	}
+	return checkGlobalCIDR(errs, field, p, supernet)
 }
 
 func supernetOr(p netip.Prefix) string {
@@ -664,12 +690,4 @@ func lastAddr(p netip.Prefix) netip.Addr {
 	host := uint32(1)<<(32-p.Bits()) - 1
 	v := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3]) | host
 	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
-}
-
-// nthAddr is a advanced by n.
-func nthAddr(a netip.Addr, n int) netip.Addr {
-	for range n {
-		a = a.Next()
-	}
-	return a
 }

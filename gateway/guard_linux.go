@@ -9,11 +9,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// syncGuard makes the guard's routes in the main table exactly the CIDRs of
-// s: it adds the missing ones first and only then removes those of remotes
-// that have left the configuration, so that no CIDR still configured is
-// ever unguarded.
-func syncGuard(s *spec) error {
+// syncGuard adds the guard's routes for the CIDRs of s that lack one and,
+// with prune, then removes those of remotes that have left the
+// configuration, so that no CIDR still configured is ever unguarded.
+func syncGuard(s *spec, prune bool) error {
 	rs, err := guardRoutes(unix.RT_TABLE_MAIN)
 	if err != nil {
 		return err
@@ -32,6 +31,9 @@ func syncGuard(s *spec) error {
 		if err := netlink.RouteAdd(&rt); err != nil {
 			return fmt.Errorf("remotes[%d]: cannot guard %s with an unreachable route (metric %d) against leaving in cleartext while the gateway is down; is another route with that metric there? (%w)", g.remote, g.cidr, GuardMetric, err)
 		}
+	}
+	if !prune {
+		return nil
 	}
 	var errs []error
 	for _, r := range rs {

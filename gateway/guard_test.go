@@ -10,7 +10,7 @@ func TestGuardCoversWhatIsRoutedIntoTheTUN(t *testing.T) {
 	v6.Remotes[0].PodCIDRs = append(v6.Remotes[0].PodCIDRs, "fd00:9::/64")
 	v6.Remotes = append(v6.Remotes, Remote{
 		ID: "c3", PodCIDRs: []string{"10.7.0.0/16"}, Endpoint: "198.18.0.3",
-		WireGuard: &WireGuardRemoteConfig{PublicKey: v6.Remotes[0].WireGuard.PublicKey},
+		WireGuard: &WireGuardRemoteConfig{PublicKey: "Rk5kWjB0dnpKd2hGbU9XYk1hVnJHdXV4SlN6UlZ0Qzg="},
 	})
 	for _, tc := range []struct {
 		name string

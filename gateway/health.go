@@ -80,53 +80,56 @@ type healthSpec struct {
 	maxLoss  int
 }
 
-// buildHealth validates the healthCheck section and the remotes'
-// healthCheckIPs. It runs after the remotes' routed CIDRs are known.
-func (c *Config) buildHealth(errs *errList, s *spec) {
-	hs := &healthSpec{
-		local:    s.tunAddr.Addr(),
-		remotes:  make([]netip.Addr, len(c.Remotes)),
-		interval: DefaultHealthInterval,
-		maxLoss:  DefaultMaxPacketLossCount,
+// parseHealth parses the healthCheck section into s.Health.
+func (c *Config) parseHealth(errs *errList, s *Spec) {
+	hc := c.HealthCheck
+	if hc == nil {
+		return
 	}
-	s.health = hs
+	s.Health.Enabled = hc.Enabled
+	s.Health.MaxPacketLossCount = hc.MaxPacketLossCount
+	if hc.Interval != "" {
+		d, err := time.ParseDuration(hc.Interval)
+		if err != nil {
+			errs.add("healthCheck.interval", "%q is not a duration from %s to %s; write it like 1s or 500ms", hc.Interval, minHealthInterval, maxHealthInterval)
+		}
+		s.Health.Interval = d
+	}
+}
+
+// deriveHealth checks the health-check settings and the remotes'
+// healthCheckIPs. It runs after the remotes' routed CIDRs are known.
+func (s *Spec) deriveHealth(errs *errList, d *spec) {
+	h := &s.Health
+	hs := &healthSpec{
+		local:    d.tunAddr.Addr(),
+		remotes:  make([]netip.Addr, len(s.Remotes)),
+		interval: h.Interval,
+		maxLoss:  h.MaxPacketLossCount,
+	}
+	d.health = hs
 	hs.probe = hs.local.IsValid()
-	if hc := c.HealthCheck; hc != nil {
-		if hc.Interval != "" {
-			d, err := time.ParseDuration(hc.Interval)
-			if err != nil || d < minHealthInterval || d > maxHealthInterval {
-				errs.add("healthCheck.interval", "%q is not a duration from %s to %s; write it like 1s or 500ms", hc.Interval, minHealthInterval, maxHealthInterval)
-			} else {
-				hs.interval = d
-			}
+	if h.Interval < minHealthInterval || h.Interval > maxHealthInterval {
+		errs.add("healthCheck.interval", "%q is not a duration from %s to %s; write it like 1s or 500ms", h.Interval, minHealthInterval, maxHealthInterval)
+	}
+	if n := h.MaxPacketLossCount; n < 0 || n > maxMaxPacketLossCount {
+		errs.add("healthCheck.maxPacketLossCount", "%d is out of range; use 1 to %d, or leave it unset for %d", n, maxMaxPacketLossCount, DefaultMaxPacketLossCount)
+	}
+	if h.Enabled != nil {
+		if *h.Enabled && !hs.local.IsValid() {
+			errs.add("healthCheck.enabled", "is true but tun.address is empty; set tun.address to this gateway's health-check address (probes leave from it), or set enabled to false")
 		}
-		switch n := hc.MaxPacketLossCount; {
-		case n < 0 || n > maxMaxPacketLossCount:
-			errs.add("healthCheck.maxPacketLossCount", "%d is out of range; use 1 to %d, or leave it unset for %d", n, maxMaxPacketLossCount, DefaultMaxPacketLossCount)
-		case n > 0:
-			hs.maxLoss = n
-		}
-		if hc.Enabled != nil {
-			if *hc.Enabled && !hs.local.IsValid() {
-				errs.add("healthCheck.enabled", "is true but tun.address is empty; set tun.address to this gateway's health-check address (probes leave from it), or set enabled to false")
-			}
-			hs.probe = *hc.Enabled && hs.local.IsValid()
-		}
+		hs.probe = *h.Enabled && hs.local.IsValid()
 	}
 
 	seen := map[netip.Addr]string{}
-	for i, r := range c.Remotes {
-		if r.HealthCheckIP == "" {
+	for i, r := range s.Remotes {
+		a := r.HealthCheckIP
+		if !a.IsValid() {
 			continue
 		}
 		f := fmt.Sprintf("remotes[%d].healthCheckIP", i)
-		a, err := netip.ParseAddr(r.HealthCheckIP)
-		if err != nil || a.Zone() != "" {
-			errs.add(f, "%q is not an IP address; write the remote gateway's health-check address (its Endpoint's healthCheckIP), like 10.9.255.254", r.HealthCheckIP)
-			continue
-		}
-		a = a.Unmap()
-		if msg := healthIPProblem(c, s, i, a); msg != "" {
+		if msg := healthIPProblem(s, d, i, a); msg != "" {
 			errs.add(f, "%s", msg)
 			continue
 		}
@@ -142,7 +145,7 @@ func (c *Config) buildHealth(errs *errList, s *spec) {
 // healthIPProblem says what is wrong with a as remote i's healthCheckIP, or
 // returns "". The address must name that remote's gateway alone: probes from
 // it are answered only when that remote sent them.
-func healthIPProblem(c *Config, s *spec, i int, a netip.Addr) string {
+func healthIPProblem(c *Spec, s *spec, i int, a netip.Addr) string {
 	local := s.health.local
 	switch {
 	case a.IsUnspecified() || a.IsLoopback() || a.IsMulticast() || a.IsLinkLocalUnicast() || a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
@@ -239,9 +242,11 @@ type echoScratch struct {
 	one [1][]byte
 }
 
-// newHealth returns the prober and responder for spec s, or nil when there
-// is nothing to probe or answer.
-func newHealth(s *spec) *health {
+// newHealth returns the prober and responder for spec s, whose remotes
+// sit in slots, or nil when there is nothing to probe or answer. From prev
+// it keeps the probe identity and each prober whose remote kept its slot
+// and healthCheckIP, so that a change elsewhere loses no probe history.
+func newHealth(s *spec, slots []int, nslots int, prev *health) *health {
 	hs := s.health
 	if hs == nil || !hs.local.IsValid() {
 		return nil
@@ -251,19 +256,30 @@ func newHealth(s *spec) *health {
 		local:    hs.local,
 		id:       uint16(rand.N(0xffff)) + 1,
 		interval: hs.interval,
-		remotes:  hs.remotes,
+		remotes:  make([]netip.Addr, nslots),
 		byAddr:   map[[16]byte]int{},
-		probers:  make([]*prober, len(hs.remotes)),
+		probers:  make([]*prober, nslots),
 		now:      time.Now,
 	}
 	binary.BigEndian.PutUint64(h.token[:], rand.Uint64())
+	if prev != nil && prev.local == h.local {
+		h.id, h.token, h.now = prev.id, prev.token, prev.now
+	}
 	for i, a := range hs.remotes {
 		if !a.IsValid() {
 			continue
 		}
-		h.byAddr[addrKey(a)] = i
-		if hs.probe {
-			h.probers[i] = newProber(a, hs.maxLoss)
+		slot := slots[i]
+		h.remotes[slot] = a
+		h.byAddr[addrKey(a)] = slot
+		if !hs.probe {
+			continue
+		}
+		if prev != nil && prev.id == h.id && slot < len(prev.probers) && prev.probers[slot] != nil &&
+			prev.remotes[slot] == a && prev.probers[slot].maxLoss == hs.maxLoss {
+			h.probers[slot] = prev.probers[slot]
+		} else {
+			h.probers[slot] = newProber(a, hs.maxLoss)
 		}
 	}
 	if len(h.byAddr) == 0 {
@@ -296,49 +312,46 @@ func addrKey(a netip.Addr) [16]byte {
 	return a.As16()
 }
 
-// probing reports whether any remote is probed.
-func (h *health) probing() bool {
-	for _, p := range h.probers {
-		if p != nil {
-			return true
-		}
-	}
-	return false
-}
-
 // probeLoop sends a round of probes at once and then every interval, until
-// the gateway closes.
+// the gateway closes. The remotes, and with them the interval, may change
+// between rounds.
 func (g *Gateway) probeLoop() {
-	t := time.NewTicker(g.health.interval)
+	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
-		g.sendProbes()
 		select {
 		case <-g.closed:
 			return
 		case <-t.C:
 		}
+		interval := DefaultHealthInterval
+		if h := g.set.Load().health; h != nil {
+			interval = h.interval
+			g.sendProbes()
+		}
+		t.Reset(interval)
 	}
 }
 
 // sendProbes settles each probed remote's previous probe and sends it the
 // next, through the transport.
 func (g *Gateway) sendProbes() {
-	h := g.health
+	rs := g.set.Load()
+	h := rs.health
 	sc := h.scratch.Get().(*echoScratch)
 	now := h.now()
 	var body [4 + tokenLen]byte // identifier, sequence number, token
 	binary.BigEndian.PutUint16(body[0:], h.id)
 	copy(body[4:], h.token[:])
-	for r, pr := range h.probers {
+	for slot, pr := range h.probers {
 		if pr == nil {
 			continue
 		}
 		binary.BigEndian.PutUint16(body[2:], pr.next(now))
-		n := writeEcho(sc.buf[transport.Headroom:], h.echoRequest, h.local, h.remotes[r], body[:])
+		n := writeEcho(sc.buf[transport.Headroom:], h.echoRequest, h.local, h.remotes[slot], body[:])
 		sc.one[0] = sc.buf[:transport.Headroom+n]
-		if err := g.tr.Send(r, sc.one[:], transport.Headroom); err != nil {
-			g.counters[r].drops[dropSendFailed].Add(1)
+		if err := g.tr.Send(slot, sc.one[:], transport.Headroom); err != nil {
+			rs.bySlot[slot].c.drops[dropSendFailed].Add(1)
 		}
 	}
 	sc.one[0] = nil
@@ -352,8 +365,8 @@ func (g *Gateway) sendProbes() {
 // normal path (a ping of the node's own, say). A probe or reply from a
 // remote's healthCheckIP that another remote sent is dropped as spoofed:
 // the transport, not the address, says who sent a packet.
-func (g *Gateway) healthReceive(peer int, b []byte, p *packet.Parsed) bool {
-	h := g.health
+func (g *Gateway) healthReceive(rs *remoteSet, peer int, b []byte, p *packet.Parsed) bool {
+	h := rs.health
 	if p.Version != h.version || p.FragOffset != 0 {
 		return false
 	}
@@ -366,17 +379,17 @@ func (g *Gateway) healthReceive(peer int, b []byte, p *packet.Parsed) bool {
 		return false
 	}
 	if peer != transport.PeerAny && peer != r {
-		g.peerCounters(peer).drops[dropSpoofedSource].Add(1)
+		g.peerCounters(rs, peer).drops[dropSpoofedSource].Add(1)
 		return true
 	}
-	c := &g.counters[r]
+	c := rs.bySlot[r].c
 	m := b[p.IPHeaderLen:p.Length]
 	if p.MoreFragments || !h.checksumOK(m, p) {
 		c.drops[dropHealthMalformed].Add(1)
 		return true
 	}
 	if request {
-		g.answerEcho(r, m)
+		g.answerEcho(h, r, c, m)
 		return true
 	}
 	pr := h.probers[r]
@@ -396,11 +409,10 @@ func (h *health) checksumOK(m []byte, p *packet.Parsed) bool {
 	return packet.Checksum(m, pseudo) == 0xffff
 }
 
-// answerEcho sends remote r the reply to its echo request m (the ICMP
-// message), back through the transport, within the rate limit.
-func (g *Gateway) answerEcho(r int, m []byte) {
-	h := g.health
-	c := &g.counters[r]
+// answerEcho sends the remote in slot r the reply to its echo request m
+// (the ICMP message), back through the transport, within the rate limit;
+// c are that remote's counters.
+func (g *Gateway) answerEcho(h *health, r int, c *counters, m []byte) {
 	hdr := packet.IPv4MinHeaderLen
 	if h.version == 6 {
 		hdr = packet.IPv6HeaderLen

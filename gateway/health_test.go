@@ -181,7 +181,7 @@ func TestHealthConfigDefaults(t *testing.T) {
 		t.Fatalf("health spec %+v, want probing off, 250ms, 2 losses", s.health)
 	}
 	g := newGateway(s, Options{})
-	if g.health == nil || g.health.probing() {
+	if h := g.set.Load().health; h == nil || slices.ContainsFunc(h.probers, func(p *prober) bool { return p != nil }) {
 		t.Fatal("with probing off the gateway must still answer probes, and send none")
 	}
 
@@ -190,7 +190,7 @@ func TestHealthConfigDefaults(t *testing.T) {
 	if s, err = c.build(); err != nil {
 		t.Fatal(err)
 	}
-	if s.health.probe || newGateway(s, Options{}).health != nil {
+	if s.health.probe || newGateway(s, Options{}).set.Load().health != nil {
 		t.Fatal("without tun.address the gateway must neither probe nor answer")
 	}
 }
@@ -328,6 +328,9 @@ func (p *pipe) Overhead() int  { return 60 }
 func (p *pipe) BatchSize() int { return 128 }
 func (p *pipe) Close() error   { return nil }
 
+func (p *pipe) setPeer(*spec, int, int, keys) error { return nil }
+func (p *pipe) removePeer(int) error                { return nil }
+
 // healthPeer is one gateway of a pipe-connected pair.
 type healthPeer struct {
 	g   *Gateway
@@ -368,7 +371,7 @@ func healthPair(t *testing.T, mod func(c1, c2 *Config)) (a, b *healthPeer, clk *
 		p := &healthPeer{g: g, out: &pipe{clk: clk, delay: 1500 * time.Microsecond}, dev: &replayDevice{keep: true}}
 		g.attach(p.out, "")
 		attachDevice(g, p.dev)
-		g.health.now = clk.Now
+		g.set.Load().health.now = clk.Now
 		return p
 	}
 	a, b = peer(c1), peer(c2)
@@ -541,7 +544,7 @@ func TestHealthDropsAndCountsWhatItCannotUse(t *testing.T) {
 	binary.BigEndian.PutUint16(frag[6:], 0x2000) // more fragments
 	packet.IPv4(frag).SetChecksum(packet.IPv4(frag).ComputeChecksum())
 	huge := echo(packet.ICMPv4EchoRequest, c2Health, c1Health, 1, 1, make([]byte, 1400))
-	stray := echo(packet.ICMPv4EchoReply, c2Health, c1Health, g.health.id, 9, g.health.token[:])
+	stray := echo(packet.ICMPv4EchoReply, c2Health, c1Health, g.set.Load().health.id, 9, g.set.Load().health.token[:])
 	for _, b := range [][]byte{badSum, frag, huge, stray} {
 		g.Deliver(0, [][]byte{deliverBuf(b)}, transport.Headroom)
 	}
@@ -553,7 +556,7 @@ func TestHealthDropsAndCountsWhatItCannotUse(t *testing.T) {
 
 func TestHealthRepliesAreRateLimited(t *testing.T) {
 	g, tr, _ := healthGateway(t)
-	g.health.budget.Store(2)
+	g.set.Load().health.budget.Store(2)
 	req := echo(packet.ICMPv4EchoRequest, c2Health, c1Health, 1, 1, nil)
 	for range 5 {
 		g.Deliver(0, [][]byte{deliverBuf(req)}, transport.Headroom)
@@ -633,7 +636,9 @@ func BenchmarkIngressWithHealth(b *testing.B) {
 		b.Run(map[bool]string{true: "on", false: "off"}[on], func(b *testing.B) {
 			g, _, _ := healthGateway(b)
 			if !on {
-				g.health = nil
+				rs := *g.set.Load()
+				rs.health = nil
+				g.set.Store(&rs)
 			}
 			g.tr = &nullTransport{}
 			attachDevice(g, &replayDevice{})

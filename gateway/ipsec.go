@@ -55,42 +55,62 @@ type ESPRemoteConfig struct {
 	Initiate *bool `json:"initiate,omitempty"`
 }
 
-// buildESP checks the esp section and the remotes' esp settings; the
+// parseESP parses the esp section.
+func (c *Config) parseESP(errs *errList) *ESPSpec {
+	e := c.Transport.ESP
+	if e == nil {
+		return nil
+	}
+	es := &ESPSpec{PSK: []byte(e.PSK), PSKFile: e.PSKFile, LocalID: e.LocalID, Proposals: e.Proposals, IKEProposals: e.IKEProposals, RekeyBytes: e.RekeyBytes}
+	for _, d := range []struct {
+		field, v string
+		to       *time.Duration
+	}{{"rekeyTime", e.RekeyTime, &es.RekeyTime}, {"ikeRekeyTime", e.IKERekeyTime, &es.IKERekeyTime}} {
+		if d.v == "" {
+			continue
+		}
+		v, err := time.ParseDuration(d.v)
+		if err != nil || v < 10*time.Second {
+			errs.add("transport.esp."+d.field, "%q is not a duration of at least 10s; write it like 1h or 30m", d.v)
+			continue
+		}
+		*d.to = v
+	}
+	return es
+}
+
+// checkESP checks the esp section and the remotes' esp settings; the
 // engine's own validation (proposals, PSK length) runs on the result too,
 // with its field names mapped to the config's.
-func (c *Config) buildESP(errs *errList, s *spec) {
-	e := c.Transport.ESP
+func (s *Spec) checkESP(errs *errList, d *spec) {
+	e := s.Transport.ESP
 	if e == nil {
 		errs.add("transport.esp", "is required for the esp transport; give psk or pskFile (the clusterset's pre-shared key)")
 		return
 	}
 	switch {
-	case e.PSK != "" && e.PSKFile != "":
+	case len(e.PSK) > 0 && e.PSKFile != "":
 		errs.add("transport.esp.psk", "psk and pskFile are both set; keep one")
-	case e.PSK == "" && e.PSKFile == "":
+	case len(e.PSK) == 0 && e.PSKFile == "":
 		errs.add("transport.esp.psk", "is required: give the clusterset's pre-shared key (at least 16 bytes) in psk, or a file holding it in pskFile")
 	}
-	for _, d := range []struct{ field, v string }{{"rekeyTime", e.RekeyTime}, {"ikeRekeyTime", e.IKERekeyTime}} {
-		if d.v == "" {
-			continue
-		}
-		if v, err := time.ParseDuration(d.v); err != nil || v < 10*time.Second {
-			errs.add("transport.esp."+d.field, "%q is not a duration of at least 10s; write it like 1h or 30m", d.v)
+	for _, t := range []struct {
+		field string
+		v     time.Duration
+	}{{"rekeyTime", e.RekeyTime}, {"ikeRekeyTime", e.IKERekeyTime}} {
+		if t.v != 0 && t.v < 10*time.Second {
+			errs.add("transport.esp."+t.field, "%s is shorter than 10s; write it like 1h or 30m", t.v)
 		}
 	}
-	if len(*errs) > 0 {
+	if len(errs.errs) > 0 {
 		return // the engine would repeat what is wrong with the remotes
 	}
-	cfg, err := s.ikeConfig(nil)
-	if err != nil {
-		return // reported above
+	psk := []byte("0123456789abcdef") // a pskFile's key is judged by readKeys
+	if len(e.PSK) > 0 {
+		psk = e.PSK
 	}
-	cfg.PSK = []byte("0123456789abcdef") // a pskFile's key is judged by readKeys
-	if e.PSK != "" {
-		cfg.PSK = []byte(e.PSK)
-	}
-	if err := cfg.Validate(); err != nil {
-		*errs = append(*errs, errors.New(ikeFieldNames(err)))
+	if err := d.ikeConfig(psk).Validate(); err != nil {
+		errs.addErr(errors.New(ikeFieldNames(err)))
 	}
 }
 
@@ -117,53 +137,49 @@ var (
 )
 
 // ikeConfig is the IKE engine's configuration for spec s with key psk.
-func (s *spec) ikeConfig(psk []byte) (ike.Config, error) {
-	c := s.cfg
-	e := c.Transport.ESP
+func (s *spec) ikeConfig(psk []byte) ike.Config {
+	e := s.Transport.ESP
 	cfg := ike.Config{
 		LocalID:         e.LocalID,
 		PSK:             psk,
 		IKEProposals:    e.IKEProposals,
 		ESPProposals:    e.Proposals,
 		ChildRekeyBytes: e.RekeyBytes,
+		ChildRekeyTime:  e.RekeyTime,
+		IKERekeyTime:    e.IKERekeyTime,
 	}
 	if cfg.LocalID == "" {
-		cfg.LocalID = c.Cluster.ID
+		cfg.LocalID = s.Cluster.ID
 	}
-	var err error
-	if e.RekeyTime != "" {
-		if cfg.ChildRekeyTime, err = time.ParseDuration(e.RekeyTime); err != nil {
-			return cfg, err
-		}
+	for i := range s.Remotes {
+		cfg.Peers = append(cfg.Peers, s.ikePeer(i))
 	}
-	if e.IKERekeyTime != "" {
-		if cfg.IKERekeyTime, err = time.ParseDuration(e.IKERekeyTime); err != nil {
-			return cfg, err
-		}
-	}
+	return cfg
+}
+
+// ikePeer is the IKE engine's view of remote i.
+func (s *spec) ikePeer(i int) ike.PeerConfig {
 	local := s.local
 	if s.globalnet != nil {
 		local = []netip.Prefix{s.globalnet.rules.Global}
 	}
-	for i, r := range c.Remotes {
-		p := ike.PeerConfig{
-			Endpoint: s.remotes[i].endpoint,
-			RemoteID: r.ID,
-			LocalTS:  local,
-			RemoteTS: s.remotes[i].cidrs,
-			Initiate: c.Cluster.ID < r.ID,
-		}
-		if r.ESP != nil {
-			if r.ESP.ID != "" {
-				p.RemoteID = r.ESP.ID
-			}
-			if r.ESP.Initiate != nil {
-				p.Initiate = *r.ESP.Initiate
-			}
-		}
-		cfg.Peers = append(cfg.Peers, p)
+	r := &s.Remotes[i]
+	p := ike.PeerConfig{
+		Endpoint: s.remotes[i].endpoint,
+		RemoteID: r.ID,
+		LocalTS:  local,
+		RemoteTS: s.remotes[i].cidrs,
+		Initiate: s.Cluster.ID < r.ID,
 	}
-	return cfg, nil
+	if r.ESP != nil {
+		if r.ESP.ID != "" {
+			p.RemoteID = r.ESP.ID
+		}
+		if r.ESP.Initiate != nil {
+			p.Initiate = *r.ESP.Initiate
+		}
+	}
+	return p
 }
 
 // ipsec is the esp transport together with the IKE engine that keys it.
@@ -176,11 +192,8 @@ type ipsec struct {
 
 var _ transport.DropCounter = (*ipsec)(nil)
 
-func newESP(s *spec, k keys, d transport.Deliverer, log *slog.Logger) (transport.Transport, error) {
-	cfg, err := s.ikeConfig(k.espPSK)
-	if err != nil {
-		return nil, err
-	}
+func newESP(s *spec, k keys, d transport.Deliverer, log *slog.Logger) (peerTransport, error) {
+	cfg := s.ikeConfig(k.espPSK)
 	ec := esp.Config{Port: s.port}
 	for _, r := range s.remotes {
 		ec.Peers = append(ec.Peers, esp.Peer{Endpoint: r.endpoint})
@@ -203,6 +216,22 @@ func newESP(s *spec, k keys, d transport.Deliverer, log *slog.Logger) (transport
 	}()
 	log.Info("esp transport up", "port", tr.Port(), "localID", cfg.LocalID)
 	return t, nil
+}
+
+func (t *ipsec) setPeer(s *spec, i, slot int, _ keys) error {
+	if err := t.Transport.SetPeer(slot, esp.Peer{Endpoint: s.remotes[i].endpoint}); err != nil {
+		return err
+	}
+	if err := t.ike.SetPeer(slot, s.ikePeer(i)); err != nil {
+		return fmt.Errorf("transport.esp: %s", ikeFieldNames(err))
+	}
+	return nil
+}
+
+// removePeer tells the remote and removes its SAs before the transport
+// forgets it.
+func (t *ipsec) removePeer(slot int) error {
+	return errors.Join(t.ike.RemovePeer(slot), t.Transport.RemovePeer(slot))
 }
 
 // Close stops the IKE engine, which tells the peers and removes the
@@ -232,15 +261,15 @@ type ChildSA struct {
 	Installed time.Time `json:"installed"`
 }
 
-// ipsecStatus returns the IKE state per remote, or nil for other
+// ipsecStatus returns the IKE state by peer slot, or nil for other
 // transports.
-func (g *Gateway) ipsecStatus() []IPsecStatus {
+func (g *Gateway) ipsecStatus() map[int]IPsecStatus {
 	t, ok := g.tr.(*ipsec)
 	if !ok {
 		return nil
 	}
-	var out []IPsecStatus
-	for _, p := range t.ike.Status() {
+	out := map[int]IPsecStatus{}
+	for slot, p := range t.ike.Status() {
 		st := IPsecStatus{State: string(p.State), LastError: p.LastError}
 		if p.IKESPIi != 0 {
 			st.IKESPIs = fmt.Sprintf("%016x_i %016x_r", p.IKESPIi, p.IKESPIr)
@@ -259,7 +288,7 @@ func (g *Gateway) ipsecStatus() []IPsecStatus {
 				Installed: c.Installed.UTC(),
 			})
 		}
-		out = append(out, st)
+		out[slot] = st
 	}
 	return out
 }

@@ -27,10 +27,7 @@ func TestESPConfigReachesTheIKEEngine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := s.ikeConfig([]byte("key"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := s.ikeConfig([]byte("key"))
 	if cfg.LocalID != "c1" || cfg.ChildRekeyTime != 30*time.Minute || cfg.IKERekeyTime != 2*time.Hour || cfg.ChildRekeyBytes != 1<<30 {
 		t.Fatalf("engine config %+v", cfg)
 	}
@@ -55,7 +52,7 @@ func TestESPConfigReachesTheIKEEngine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, _ = s.ikeConfig([]byte("key"))
+	cfg = s.ikeConfig([]byte("key"))
 	if p := cfg.Peers[0]; p.RemoteID != "gw.c2.example" || p.Initiate {
 		t.Fatalf("with remotes[0].esp: peer config %+v", p)
 	}

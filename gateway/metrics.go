@@ -170,9 +170,10 @@ func (g *Gateway) DebugHandler() http.Handler {
 
 // Stats returns a snapshot of the gateway's counters.
 func (g *Gateway) Stats() Stats {
+	rs := g.set.Load()
 	st := Stats{
-		Cluster:      g.spec.cfg.Cluster.ID,
-		Transport:    g.spec.cfg.Transport.Type,
+		Cluster:      g.spec.Cluster.ID,
+		Transport:    g.spec.Transport.Kind,
 		MTU:          g.mtu,
 		PublicKey:    g.publicKey,
 		Unattributed: g.unattributed().dropMap(),
@@ -185,22 +186,23 @@ func (g *Gateway) Stats() Stats {
 	}
 	for _, d := range g.TransportDrops() {
 		cluster := ""
-		if d.Peer >= 0 && d.Peer < len(g.spec.remotes) {
-			cluster = g.spec.remotes[d.Peer].id
+		if r := rs.state(d.Peer); r != nil {
+			cluster = r.id
 		}
 		st.TransportDrops = append(st.TransportDrops, TransportDrop{Cluster: cluster, Reason: d.Reason, Count: d.Count})
 	}
 	now := g.now.Load()
 	ipsec := g.ipsecStatus()
-	for i, r := range g.spec.remotes {
-		c := &g.counters[i]
+	for i, slot := range rs.slots {
+		r := rs.bySlot[slot]
+		c := r.c
 		var is *IPsecStatus
-		if i < len(ipsec) {
-			is = &ipsec[i]
+		if v, ok := ipsec[slot]; ok {
+			is = &v
 		}
-		rs := RemoteStats{
+		out := RemoteStats{
 			Cluster:   r.id,
-			Endpoint:  endpointString(r.endpoint),
+			Endpoint:  endpointString(rs.spec.remotes[i].endpoint),
 			TxPackets: c.txPackets.Load(),
 			TxBytes:   c.txBytes.Load(),
 			RxPackets: c.rxPackets.Load(),
@@ -209,10 +211,10 @@ func (g *Gateway) Stats() Stats {
 			Status:    connectionStatus(now, c.lastRx.Load()),
 			IPsec:     is,
 		}
-		if g.health != nil && g.health.probers[i] != nil {
-			rs.Status, rs.StatusMessage, rs.Health = g.health.probers[i].snapshot()
+		if h := rs.health; h != nil && h.probers[slot] != nil {
+			out.Status, out.StatusMessage, out.Health = h.probers[slot].snapshot()
 		}
-		st.Remotes = append(st.Remotes, rs)
+		st.Remotes = append(st.Remotes, out)
 	}
 	return st
 }

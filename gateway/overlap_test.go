@@ -10,7 +10,7 @@ import (
 
 // overlapErrorsReference is the obviously correct overlapErrors: every pair,
 // in configuration order.
-func overlapErrorsReference(c *Config) errList {
+func overlapErrorsReference(c *Config) []error {
 	type owned struct {
 		cluster, field string
 		p              netip.Prefix
@@ -32,26 +32,26 @@ func overlapErrorsReference(c *Config) errList {
 	for i, r := range c.Remotes {
 		add(r.ID, fmt.Sprintf("remotes[%d]", i), r.PodCIDRs, r.ServiceCIDRs)
 	}
-	var errs errList
+	var errs []error
 	for i := range all {
 		for j := i + 1; j < len(all); j++ {
 			a, b := all[i], all[j]
 			if a.p.Overlaps(b.p) {
 				if a.cluster == b.cluster {
-					errs.add(b.field, "%s overlaps %s %s of the same cluster; list each range once", b.p, a.field, a.p)
+					errs = append(errs, fmt.Errorf("%s: %s overlaps %s %s of the same cluster; list each range once", b.field, b.p, a.field, a.p))
 					continue
 				}
 				if c.Globalnet != nil {
 					continue
 				}
-				errs.add(b.field, "%s of cluster %q overlaps %s %s of cluster %q; give the clusters distinct CIDRs, or connect them through Globalnet", b.p, b.cluster, a.field, a.p, a.cluster)
+				errs = append(errs, fmt.Errorf("%s: %s of cluster %q overlaps %s %s of cluster %q; give the clusters distinct CIDRs, or connect them through Globalnet", b.field, b.p, b.cluster, a.field, a.p, a.cluster))
 			}
 		}
 	}
 	return errs
 }
 
-func errStrings(errs errList) []string {
+func errStrings(errs []error) []string {
 	out := make([]string, len(errs))
 	for i, e := range errs {
 		out[i] = e.Error()
@@ -91,7 +91,7 @@ func TestOverlapErrorsMatchesReference(t *testing.T) {
 		if r.IntN(2) == 0 {
 			c.Globalnet = &Globalnet{}
 		}
-		got, want := errStrings(overlapErrors(c)), errStrings(overlapErrorsReference(c))
+		got, want := errStrings(overlapErrors(c.parse(&errList{}))), errStrings(overlapErrorsReference(c))
 		if !slices.Equal(got, want) {
 			t.Fatalf("case %d, config %+v:\ngot  %q\nwant %q", n, c, got, want)
 		}
@@ -117,7 +117,7 @@ func manyRemotes(n int) *Config {
 }
 
 func BenchmarkOverlapErrors20000Remotes(b *testing.B) {
-	c := manyRemotes(20000)
+	c := manyRemotes(20000).parse(&errList{})
 	b.ReportAllocs()
 	for b.Loop() {
 		if errs := overlapErrors(c); len(errs) != 0 {

@@ -7,20 +7,20 @@ import (
 	"net/http"
 	"reflect"
 	"sync"
-
-	"github.com/snorkel-net/snorkel/natengine"
 )
 
 // Runner is a gateway that follows a changing configuration, as the agent
-// feeds it from Kubernetes. Apply starts the gateway on the first
-// configuration. A change to Globalnet's pools and ingress addresses alone is
-// applied in place: the NAT engine swaps its rule snapshot and keeps every
-// flow the new rules still give, so traffic is not disturbed. Any other change
-// (a remote joining or leaving, keys, the transport) restarts the gateway:
-// the TUN device, its routes and the transport's socket are made anew, and
-// the guard (guard.go) follows the new remotes. The guard stays while no
-// gateway runs: across a restart, and after a configuration without remotes,
-// which is also what a gateway that has turned passive gets.
+// feeds it from Kubernetes or `snorkel gateway` reads it from its file.
+// Apply starts the gateway on the first Spec. A change to the remotes or to
+// Globalnet's addresses is applied in place (Gateway.update): one remote
+// joining, leaving, moving or rekeying touches that remote alone, and the
+// TUN device, the socket, the other remotes' sessions and the Globalnet
+// flows stay. A change to the local part (the cluster, the TUN device, the
+// transport, Globalnet's global CIDR) restarts the gateway: the TUN
+// device, its routes and the transport's socket are made anew, and the
+// guard (guard.go) follows the new remotes. The guard stays while no
+// gateway runs: across a restart, and after a configuration without
+// remotes, which is also what a gateway that has turned passive gets.
 type Runner struct {
 	log *slog.Logger
 
@@ -30,9 +30,9 @@ type Runner struct {
 
 // running is one started gateway.
 type running struct {
-	cfg Config
-	g   *Gateway
-	sys *System
+	spec *Spec
+	g    *Gateway
+	sys  *System
 	// metrics and debug are g's handlers, made once: each builds its own
 	// mux (and, for metrics, a Prometheus registry).
 	metrics http.Handler
@@ -49,42 +49,37 @@ func NewRunner(log *slog.Logger) *Runner {
 	return &Runner{log: log}
 }
 
-// Apply makes the running gateway match cfg. An invalid cfg is refused and
-// leaves the running gateway as it was; a cfg without remotes stops it and
-// leaves the guard as it was, since a passive gateway's node must not send
-// the remotes' traffic in cleartext either.
-func (r *Runner) Apply(ctx context.Context, cfg Config) error {
+// Apply makes the running gateway match s, which it validates (and fills
+// with defaults). An invalid s is refused and leaves the running gateway as
+// it was; an s without remotes stops it and leaves the guard as it was,
+// since a passive gateway's node must not send the remotes' traffic in
+// cleartext either.
+func (r *Runner) Apply(ctx context.Context, s *Spec) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(cfg.Remotes) == 0 {
+	if len(s.Remotes) == 0 {
 		// With no one to connect to, the gateway has nothing to do.
 		r.stopLocked()
 		return nil
 	}
-	if err := cfg.Validate(); err != nil {
+	next, err := s.derive()
+	if err != nil {
 		return err
 	}
 	if r.cur != nil {
-		if reflect.DeepEqual(r.cur.cfg, cfg) {
+		if reflect.DeepEqual(r.cur.spec, s) {
 			return nil
 		}
-		if rulesOnly(&r.cur.cfg, &cfg) {
-			if _, ok := r.cur.g.xlate.(*natengine.Engine); ok {
-				s, err := cfg.build()
-				if err != nil {
-					return err
-				}
-				if err := r.cur.g.updateGlobalnet(s.globalnet); err != nil {
-					return err
-				}
-				r.cur.cfg = cfg
-				r.log.Info("globalnet rules updated", "pools", len(cfg.Globalnet.EgressPools), "ingress", len(cfg.Globalnet.Ingress))
-				return nil
-			}
+		err := r.updateLocked(next)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, errLocalChange) {
+			r.log.Warn("cannot apply the change in place; restarting the gateway", "err", err)
 		}
 		r.stopLocked()
 	}
-	cur, err := r.start(cfg)
+	cur, err := r.start(next)
 	if err != nil {
 		return err
 	}
@@ -92,28 +87,38 @@ func (r *Runner) Apply(ctx context.Context, cfg Config) error {
 	return nil
 }
 
-// rulesOnly reports whether a and b differ only in what the NAT engine's
-// rules carry: the egress pools, the ingress addresses and the cluster
-// egress IPs, with the same global CIDR.
-func rulesOnly(a, b *Config) bool {
-	if a.Globalnet == nil || b.Globalnet == nil {
-		return false
+// updateLocked applies next to the running gateway in place: routes for
+// new CIDRs first, then the gateway's own change, then the routes of CIDRs
+// that left. Under r.mu.
+func (r *Runner) updateLocked(next *spec) error {
+	cur := r.cur
+	if !sameLocal(cur.spec, next.Spec) {
+		return errLocalChange
 	}
-	ga, gb := *a.Globalnet, *b.Globalnet
-	if ga.GlobalCIDR != gb.GlobalCIDR || ga.Supernet != gb.Supernet || ga.MaxFlows != gb.MaxFlows {
-		return false
+	if cur.sys != nil {
+		if err := cur.sys.addRoutes(next); err != nil {
+			return err
+		}
 	}
-	ca, cb := *a, *b
-	ca.Globalnet, cb.Globalnet = nil, nil
-	return reflect.DeepEqual(ca, cb)
+	if err := cur.g.update(next); err != nil {
+		return err
+	}
+	if cur.sys != nil {
+		if err := cur.sys.pruneRoutes(next); err != nil {
+			r.log.Warn("cleanup", "err", err)
+		}
+	}
+	cur.spec = next.Spec
+	r.log.Info("gateway updated in place", "remotes", len(next.remotes))
+	return nil
 }
 
-func (r *Runner) start(cfg Config) (*running, error) {
-	g, err := New(cfg, Options{Logger: r.log})
+func (r *Runner) start(s *spec) (*running, error) {
+	g, err := newGatewayFor(s, Options{Logger: r.log})
 	if err != nil {
 		return nil, err
 	}
-	dev, sys, err := OpenTUN(&cfg, g.MTU())
+	dev, sys, err := openTUN(s, g.MTU())
 	if err != nil {
 		g.Close()
 		return nil, err
@@ -122,10 +127,10 @@ func (r *Runner) start(cfg Config) (*running, error) {
 		r.log.Warn(sys.Warning)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	cur := &running{cfg: cfg, g: g, sys: sys, metrics: g.MetricsHandler(), debug: g.DebugHandler(), cancel: cancel, done: make(chan error, 1)}
+	cur := &running{spec: s.Spec, g: g, sys: sys, metrics: g.MetricsHandler(), debug: g.DebugHandler(), cancel: cancel, done: make(chan error, 1)}
 	go func() { cur.done <- g.Run(ctx, dev) }()
-	r.log.Info("gateway up", "tun", cfg.TUN.Name, "mtu", g.MTU(), "transport", cfg.Transport.Type,
-		"port", cfg.Transport.Port, "remotes", len(cfg.Remotes))
+	r.log.Info("gateway up", "tun", s.TUN.Name, "mtu", g.MTU(), "transport", s.Transport.Kind,
+		"port", s.port, "remotes", len(s.remotes))
 	return cur, nil
 }
 
@@ -143,7 +148,7 @@ func (r *Runner) stopLocked() {
 	if err := <-cur.done; err != nil {
 		r.log.Warn("gateway stopped", "err", err)
 	}
-	r.log.Info("gateway down", "tun", cur.cfg.TUN.Name)
+	r.log.Info("gateway down", "tun", cur.spec.TUN.Name)
 }
 
 // Close stops the gateway, if one runs.

@@ -15,9 +15,9 @@ import (
 
 // TestRunnerFollowsConfigs drives a Runner through the changes the agent
 // makes: a first configuration starts the gateway; new Globalnet ingress
-// addresses reach the NAT engine without a restart; a changed remote
-// restarts it with new routes and guard; a bad configuration is refused and
-// leaves it running; no remotes at all stops it and keeps the guard.
+// addresses reach the NAT engine without a restart; a remote's new global
+// CIDR moves its routes and guard, in place; a bad configuration is refused
+// and leaves it running; no remotes at all stops it and keeps the guard.
 func TestRunnerFollowsConfigs(t *testing.T) {
 	inFreshNetns(t, func() {
 		ctx := context.Background()
@@ -26,7 +26,7 @@ func TestRunnerFollowsConfigs(t *testing.T) {
 		cfg := globalnetConfig()
 		cfg.TUN.Name = "snk-run0"
 		cfg.Transport.WireGuard.PrivateKeyFile = filepath.Join(t.TempDir(), "key")
-		if err := r.Apply(ctx, cfg); err != nil {
+		if err := r.Apply(ctx, mustCompile(t, cfg)); err != nil {
 			t.Error(err)
 			return
 		}
@@ -38,7 +38,7 @@ func TestRunnerFollowsConfigs(t *testing.T) {
 		more := globalnetConfig()
 		more.TUN.Name, more.Transport.WireGuard.PrivateKeyFile = cfg.TUN.Name, cfg.Transport.WireGuard.PrivateKeyFile
 		more.Globalnet.Ingress = append(more.Globalnet.Ingress, GlobalIngress{Name: "api", Kind: IngressKindService, GlobalIP: "242.1.0.202", LocalIP: "10.88.0.20"})
-		if err := r.Apply(ctx, more); err != nil {
+		if err := r.Apply(ctx, mustCompile(t, more)); err != nil {
 			t.Error(err)
 			return
 		}
@@ -55,12 +55,12 @@ func TestRunnerFollowsConfigs(t *testing.T) {
 		moved := more
 		moved.Remotes = []Remote{more.Remotes[0]}
 		moved.Remotes[0].GlobalCIDR = "242.3.0.0/16"
-		if err := r.Apply(ctx, moved); err != nil {
+		if err := r.Apply(ctx, mustCompile(t, moved)); err != nil {
 			t.Error(err)
 			return
 		}
-		if got := linkIndex(t, "snk-run0"); got == first {
-			t.Error("a changed remote did not restart the gateway")
+		if got := linkIndex(t, "snk-run0"); got != first {
+			t.Errorf("a changed remote recreated the TUN device (index %d, was %d)", got, first)
 		}
 		if !routed(t, "snk-run0", "242.3.0.0/16") || routed(t, "snk-run0", "242.2.0.0/16") {
 			t.Error("the routes do not follow the remote's new global CIDR")
@@ -69,9 +69,8 @@ func TestRunnerFollowsConfigs(t *testing.T) {
 			t.Errorf("guarded %v, want only the remote's new global CIDR 242.3.0.0/16", got)
 		}
 
-		bad := moved
-		bad.Remotes = []Remote{moved.Remotes[0]}
-		bad.Remotes[0].Endpoint = "not-an-address"
+		bad := mustCompile(t, moved)
+		bad.Remotes[0].Endpoint = netip.AddrPort{}
 		if err := r.Apply(ctx, bad); err == nil {
 			t.Error("a bad endpoint was accepted")
 		}
@@ -79,7 +78,7 @@ func TestRunnerFollowsConfigs(t *testing.T) {
 			t.Error("a refused configuration stopped the running gateway")
 		}
 
-		none := moved
+		none := mustCompile(t, moved)
 		none.Remotes = nil
 		if err := r.Apply(ctx, none); err != nil {
 			t.Error(err)
@@ -140,4 +139,14 @@ func ingressTo(r *Runner, src, dst string) string {
 		return "dropped"
 	}
 	return netip.AddrFrom4([4]byte(p.Dst[:4])).String()
+}
+
+// mustCompile is c's Spec; it fails t if c does not compile.
+func mustCompile(t *testing.T, c Config) *Spec {
+	t.Helper()
+	s, err := c.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/netip"
 	"strings"
 	"syscall"
@@ -14,12 +13,21 @@ import (
 	"github.com/snorkel-net/snorkel/transport/wireguard"
 )
 
-// newTransport opens the transport cfg names, delivering into d. It returns
-// the local WireGuard public key, if any, so that it can be published.
-func newTransport(s *spec, d transport.Deliverer, log *slog.Logger) (transport.Transport, string, error) {
-	c := s.cfg
+// peerTransport is a transport whose peers change while it runs: setPeer
+// adds the remote at index i of s as peer slot, or changes that peer, and
+// removePeer forgets slot. Neither touches another peer.
+type peerTransport interface {
+	transport.Transport
+	setPeer(s *spec, i, slot int, k keys) error
+	removePeer(slot int) error
+}
+
+// newTransport opens the transport s names, delivering into d, with the
+// remotes of s as peers 0 to n-1. It returns the local WireGuard public
+// key, if any, so that it can be published.
+func newTransport(s *spec, d transport.Deliverer, log *slog.Logger) (peerTransport, string, error) {
 	var (
-		tr  transport.Transport
+		tr  peerTransport
 		pub string
 		err error
 	)
@@ -30,7 +38,7 @@ func newTransport(s *spec, d transport.Deliverer, log *slog.Logger) (transport.T
 	if err := errs.err(); err != nil {
 		return nil, "", err
 	}
-	switch c.Transport.Type {
+	switch s.Transport.Kind {
 	case transport.WireGuard:
 		tr, pub, err = newWireGuard(s, k, d, log)
 	case transport.VXLAN:
@@ -38,7 +46,7 @@ func newTransport(s *spec, d transport.Deliverer, log *slog.Logger) (transport.T
 	case transport.ESP:
 		tr, err = newESP(s, k, d, log)
 	default:
-		return nil, "", fmt.Errorf("transport.type: unknown transport %q; use one of %s", c.Transport.Type, strings.Join(transport.Kinds, ", "))
+		return nil, "", fmt.Errorf("transport.type: unknown transport %q; use one of %s", s.Transport.Kind, strings.Join(transport.Kinds, ", "))
 	}
 	if errors.Is(err, syscall.EADDRINUSE) {
 		return nil, "", portError(s.port, err)
@@ -46,36 +54,43 @@ func newTransport(s *spec, d transport.Deliverer, log *slog.Logger) (transport.T
 	return tr, pub, err
 }
 
-func newWireGuard(s *spec, k keys, d transport.Deliverer, log *slog.Logger) (transport.Transport, string, error) {
-	c := s.cfg
+// wgTransport is the wireguard transport with its peers kept by slot.
+type wgTransport struct{ *wireguard.Transport }
+
+func newWireGuard(s *spec, k keys, d transport.Deliverer, log *slog.Logger) (peerTransport, string, error) {
 	pub := k.wgPrivate.Public()
 	wc := wireguard.Config{
 		PrivateKey: k.wgPrivate,
 		Port:       s.port,
-		MTU:        c.UnderlayMTU - wireguardOverhead(s),
-		UAPIName:   c.Transport.WireGuard.UAPIName,
+		MTU:        s.UnderlayMTU - wireguardOverhead(s),
+		UAPIName:   s.Transport.WireGuard.UAPIName,
 	}
-	for i, r := range c.Remotes {
-		f := fmt.Sprintf("remotes[%d].wireguard", i)
-		pk, err := wireguard.ParseKey(r.WireGuard.PublicKey)
-		if err != nil {
-			return nil, "", fmt.Errorf("%s.publicKey: %w", f, err)
-		}
-		peer := wireguard.Peer{
-			PublicKey:    pk,
-			Endpoint:     s.remotes[i].endpoint,
-			AllowedIPs:   s.allowedIPs(i),
-			PresharedKey: k.wgPSK[i],
-		}
-		wc.Peers = append(wc.Peers, peer)
+	for i := range s.Remotes {
+		wc.Peers = append(wc.Peers, s.wgPeer(i, k))
 	}
 	tr, err := wireguard.New(wc, d)
 	if err != nil {
 		return nil, "", err
 	}
 	log.Info("wireguard transport up", "publicKey", pub.String(), "port", s.port, "uapi", wc.UAPIName)
-	return tr, pub.String(), nil
+	return wgTransport{tr}, pub.String(), nil
 }
+
+// wgPeer is remote i as a WireGuard peer.
+func (s *spec) wgPeer(i int, k keys) wireguard.Peer {
+	return wireguard.Peer{
+		PublicKey:    s.Remotes[i].WireGuard.PublicKey,
+		Endpoint:     s.remotes[i].endpoint,
+		AllowedIPs:   s.allowedIPs(i),
+		PresharedKey: k.wgPSK[i],
+	}
+}
+
+func (t wgTransport) setPeer(s *spec, i, slot int, k keys) error {
+	return t.SetPeer(slot, s.wgPeer(i, k))
+}
+
+func (t wgTransport) removePeer(slot int) error { return t.RemovePeer(slot) }
 
 // wireguardOverhead is WireGuard's per-packet cost on this underlay.
 func wireguardOverhead(s *spec) int {
@@ -87,21 +102,36 @@ func wireguardOverhead(s *spec) int {
 	return 60
 }
 
-func newVXLAN(s *spec, d transport.Deliverer) (transport.Transport, error) {
-	c := s.cfg
-	vc := vxlan.Config{Port: s.port, VNI: c.Transport.VXLAN.VNI, Name: "snorkel/" + c.Cluster.ID}
-	if c.Transport.VXLAN.MAC != "" {
-		vc.MAC, _ = net.ParseMAC(c.Transport.VXLAN.MAC) // checked by Validate
+// vxlanTransport is the vxlan transport with its peers kept by slot.
+type vxlanTransport struct{ *vxlan.Transport }
+
+func newVXLAN(s *spec, d transport.Deliverer) (peerTransport, error) {
+	v := s.Transport.VXLAN
+	vc := vxlan.Config{Port: s.port, VNI: v.VNI, MAC: v.MAC, Name: "snorkel/" + s.Cluster.ID}
+	for i := range s.Remotes {
+		vc.Peers = append(vc.Peers, s.vxlanPeer(i))
 	}
-	for i, r := range c.Remotes {
-		p := vxlan.Peer{Endpoint: s.remotes[i].endpoint}
-		if r.VXLAN != nil && r.VXLAN.MAC != "" {
-			p.MAC, _ = net.ParseMAC(r.VXLAN.MAC)
-		}
-		vc.Peers = append(vc.Peers, p)
+	tr, err := vxlan.New(vc, d)
+	if err != nil {
+		return nil, err
 	}
-	return vxlan.New(vc, d)
+	return vxlanTransport{tr}, nil
 }
+
+// vxlanPeer is remote i as a VXLAN peer.
+func (s *spec) vxlanPeer(i int) vxlan.Peer {
+	p := vxlan.Peer{Endpoint: s.remotes[i].endpoint}
+	if r := s.Remotes[i].VXLAN; r != nil {
+		p.MAC = r.MAC
+	}
+	return p
+}
+
+func (t vxlanTransport) setPeer(s *spec, i, slot int, _ keys) error {
+	return t.SetPeer(slot, s.vxlanPeer(i))
+}
+
+func (t vxlanTransport) removePeer(slot int) error { return t.RemovePeer(slot) }
 
 // endpointString formats a remote endpoint for labels and status.
 func endpointString(ap netip.AddrPort) string {

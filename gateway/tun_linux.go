@@ -20,9 +20,10 @@ type System struct {
 	// costs; empty when everything is in place.
 	Warning string
 
-	link   netlink.Link
-	addr   *netlink.Addr
-	routes []netlink.Route
+	link    netlink.Link
+	addr    *netlink.Addr
+	tunAddr netip.Prefix
+	routes  []netlink.Route
 }
 
 // OpenTUN guards the remote clusters' CIDRs (guard.go), then creates the
@@ -35,12 +36,16 @@ func OpenTUN(cfg *Config, mtu int) (tun.Device, *System, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	return openTUN(s, mtu)
+}
+
+func openTUN(s *spec, mtu int) (tun.Device, *System, error) {
 	// First: from the moment a CIDR is routed into the TUN, the device may
 	// vanish with the process at any instant.
-	if err := syncGuard(s); err != nil {
+	if err := syncGuard(s, true); err != nil {
 		return nil, nil, err
 	}
-	name := cfg.TUN.Name
+	name := s.TUN.Name
 	dev, err := tun.CreateTUN(name, mtu)
 	if err != nil {
 		return nil, nil, fmt.Errorf("tun.name: cannot create TUN device %q (needs CAP_NET_ADMIN and /dev/net/tun): %w", name, err)
@@ -77,19 +82,63 @@ func OpenTUN(cfg *Config, mtu int) (tun.Device, *System, error) {
 	if err := netlink.LinkSetUp(sys.link); err != nil {
 		return fail(fmt.Errorf("gateway: bring up %s: %w", name, err))
 	}
+	sys.tunAddr = s.tunAddr
+	if err := sys.addRoutes(s); err != nil {
+		return fail(err)
+	}
+	return dev, sys, nil
+}
+
+// addRoutes routes into the TUN every CIDR of s's remotes that is not
+// routed there yet, after guarding it.
+func (sys *System) addRoutes(s *spec) error {
+	if err := syncGuard(s, false); err != nil {
+		return err
+	}
+	have := map[netip.Prefix]bool{}
+	for _, rt := range sys.routes {
+		have[routeDst(rt)] = true
+	}
 	for i, r := range s.remotes {
 		for _, p := range r.cidrs {
+			if have[p] {
+				continue
+			}
 			rt := netlink.Route{LinkIndex: sys.link.Attrs().Index, Dst: prefixNet(p), Scope: netlink.SCOPE_LINK}
-			if s.tunAddr.IsValid() && s.tunAddr.Addr().Is4() == p.Addr().Is4() {
-				rt.Src = s.tunAddr.Addr().AsSlice()
+			if sys.tunAddr.IsValid() && sys.tunAddr.Addr().Is4() == p.Addr().Is4() {
+				rt.Src = sys.tunAddr.Addr().AsSlice()
 			}
 			if err := netlink.RouteAdd(&rt); err != nil {
-				return fail(fmt.Errorf("remotes[%d]: cannot route %s to %s (does another route cover it?): %w", i, p, name, err))
+				return fmt.Errorf("remotes[%d]: cannot route %s to %s (does another route cover it?): %w", i, p, sys.link.Attrs().Name, err)
 			}
 			sys.routes = append(sys.routes, rt)
 		}
 	}
-	return dev, sys, nil
+	return nil
+}
+
+// pruneRoutes removes the TUN's routes, and the guard, of CIDRs no remote
+// of s has any more.
+func (sys *System) pruneRoutes(s *spec) error {
+	want := map[netip.Prefix]bool{}
+	for _, r := range s.remotes {
+		for _, p := range r.cidrs {
+			want[p] = true
+		}
+	}
+	var errs []error
+	kept := sys.routes[:0]
+	for _, rt := range sys.routes {
+		if want[routeDst(rt)] {
+			kept = append(kept, rt)
+			continue
+		}
+		if err := netlink.RouteDel(&rt); err != nil {
+			errs = append(errs, fmt.Errorf("gateway: remove route %s: %w", rt.Dst, err))
+		}
+	}
+	sys.routes = kept
+	return errors.Join(append(errs, syncGuard(s, true))...)
 }
 
 // Undo removes the TUN's routes and address OpenTUN added, in reverse order.

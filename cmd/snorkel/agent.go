@@ -72,14 +72,14 @@ func runAgent(args []string) error {
 		}
 	}
 	var backend map[string]string
-	gw := gateway.Config{TUN: gateway.TUN{Name: *tunName}}
+	gw := gateway.Spec{TUN: gateway.TUNSpec{Name: *tunName}}
 	if member.CableDriver == transport.WireGuard {
 		_, pub, err := wireguard.LoadOrCreateKey(*keyFile)
 		if err != nil {
 			return fmt.Errorf("--wireguard-key-file: %w", err)
 		}
 		backend = map[string]string{agent.BackendConfigPublicKey: pub.String()}
-		gw.Transport.WireGuard = &gateway.WireGuardConfig{PrivateKeyFile: *keyFile}
+		gw.Transport.WireGuard = &gateway.WireGuardSpec{PrivateKeyFile: *keyFile}
 	}
 	var dp agent.Dataplane = configFile(*out)
 	if *out == "" {
@@ -146,8 +146,8 @@ func addressTowards(rawURL string) (string, error) {
 // replacing it atomically. It reports no connections.
 type configFile string
 
-func (f configFile) Apply(_ context.Context, cfg gateway.Config) error {
-	b, err := yaml.Marshal(cfg)
+func (f configFile) Apply(_ context.Context, s *gateway.Spec) error {
+	b, err := yaml.Marshal(s.Config())
 	if err != nil {
 		return err
 	}

@@ -43,59 +43,69 @@ func runGateway(args []string) error {
 		fmt.Println("config ok")
 		return nil
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("cluster", cfg.Cluster.ID)
-
-	g, err := gateway.New(cfg, gateway.Options{Logger: log})
+	spec, err := cfg.Compile()
 	if err != nil {
-		return err
+		return fmt.Errorf("config %s: %w", *cfgPath, err)
 	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("cluster", cfg.Cluster.ID)
+	r := gateway.NewRunner(log)
 	// Serve metrics and state before the routes exist: whoever waits for
 	// the routes as the sign that the gateway is up can then query it at
 	// once.
 	if cfg.MetricsAddress != "" {
-		srv, err := listenHTTP("metricsAddress", cfg.MetricsAddress, g.MetricsHandler(), metricsLimits)
+		srv, err := listenHTTP("metricsAddress", cfg.MetricsAddress, r.MetricsHandler(), metricsLimits)
 		if err != nil {
-			g.Close()
 			return err
 		}
 		defer srv.Close()
 	}
-	dbg, err := debug.serve(g.DebugHandler())
+	dbg, err := debug.serve(r.DebugHandler())
 	if err != nil {
-		g.Close()
 		return err
 	}
 	if dbg != nil {
 		defer dbg.Close()
 	}
-	dev, sys, err := gateway.OpenTUN(&cfg, g.MTU())
-	if err != nil {
-		g.Close()
-		return err
-	}
-	if sys.Warning != "" {
-		log.Warn(sys.Warning)
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-
-	log.Info("gateway up", "tun", cfg.TUN.Name, "mtu", g.MTU(), "transport", cfg.Transport.Type,
-		"port", cfg.Transport.Port, "remotes", len(cfg.Remotes), "metrics", cfg.MetricsAddress, "debug", *debug.address)
-
-	// Undo the routes before the device goes, so that nothing this process
-	// added outlives it but the guard, which drops the remotes' traffic
-	// until a gateway runs again or --uninstall.
-	runCtx, cancel := context.WithCancel(context.Background())
-	go func() {
-		<-ctx.Done()
-		if err := sys.Undo(); err != nil {
-			log.Warn("cleanup", "err", err)
+	// Close undoes the routes before the device goes, so that nothing this
+	// process added outlives it but the guard, which drops the remotes'
+	// traffic until a gateway runs again or --uninstall.
+	defer r.Close()
+	if err := r.Apply(ctx, spec); err != nil {
+		return err
+	}
+	log.Info("gateway running", "metrics", cfg.MetricsAddress, "debug", *debug.address)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-ctx.Done():
+			log.Info("gateway down")
+			return nil
+		case <-hup:
+			reloadGateway(ctx, r, *cfgPath, log)
 		}
-		cancel()
-	}()
-	err = g.Run(runCtx, dev)
-	log.Info("gateway down")
-	return err
+	}
+}
+
+// reloadGateway reads the configuration file again and applies it: a
+// change to the remotes or Globalnet's addresses in place, any other by a
+// restart. A file that does not load keeps the gateway as it is.
+func reloadGateway(ctx context.Context, r *gateway.Runner, path string, log *slog.Logger) {
+	cfg, err := controller.LoadGatewayConfig(path)
+	if err == nil {
+		var s *gateway.Spec
+		if s, err = cfg.Compile(); err == nil {
+			err = r.Apply(ctx, s)
+		}
+	}
+	if err != nil {
+		log.Error("reload refused; the gateway keeps its configuration", "config", path, "err", err)
+		return
+	}
+	log.Info("configuration reloaded", "config", path)
 }
 
 // uninstallGateway is the gateway's part of taking Snorkel off a node: the

@@ -18,7 +18,7 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"gateway": {run: runGateway, usage: "run a gateway: snorkel gateway --config FILE [--debug-address 127.0.0.1:9899] [--pprof]; remove its guard routes from the node: snorkel gateway --uninstall"},
+	"gateway": {run: runGateway, usage: "run a gateway: snorkel gateway --config FILE [--debug-address 127.0.0.1:9899] [--pprof] (SIGHUP rereads FILE and applies the change in place); remove its guard routes from the node: snorkel gateway --uninstall"},
 	"lab":     {run: runLab, usage: "the two-cluster lab: snorkel lab [run|up|down|status] [--transport wireguard|vxlan]"},
 	"show":    {run: runShow, usage: "a running gateway's Globalnet flows: snorkel show flows [--gateway http://127.0.0.1:9899]"},
 	"genkey":  {run: runGenkey, usage: "print a new WireGuard private key (base64)"},

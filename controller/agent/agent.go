@@ -29,7 +29,6 @@ type Agent struct {
 	cfg   Config
 	log   *slog.Logger
 	local local
-	tmpl  template
 	// spec is this gateway's Endpoint spec; it never changes.
 	spec submv1.EndpointSpec
 
@@ -81,21 +80,17 @@ func New(cfg Config) (*Agent, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	tmpl, err := newTemplate(cfg.Gateway)
-	if err != nil {
-		return nil, err
-	}
 	a := &Agent{
 		cfg:         cfg,
 		log:         cfg.Logger.With("cluster", cfg.Member.ClusterID, "gateway", cfg.Identity),
 		local:       newLocal(&cfg),
-		tmpl:        tmpl,
 		spec:        localEndpointSpec(&cfg),
 		kc:          cfg.Local,
 		reconcileCh: make(chan struct{}, 1),
 		statusCh:    make(chan struct{}, 1),
 		failures:    map[string]string{},
 	}
+	var err error
 	if a.kc == nil {
 		if a.kc, err = kubernetes.NewForConfig(cfg.LocalConfig); err != nil {
 			return nil, fmt.Errorf("agent: Config.LocalConfig: %w", err)

@@ -36,10 +36,10 @@ type recorder struct {
 	status  []RemoteStatus
 }
 
-func (r *recorder) Apply(_ context.Context, cfg gateway.Config) error {
+func (r *recorder) Apply(_ context.Context, s *gateway.Spec) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.configs = append(r.configs, cfg)
+	r.configs = append(r.configs, s.Config())
 	return nil
 }
 
@@ -194,7 +194,7 @@ func start(t *testing.T, e *env, srv *kubelocal.Server, member *broker.AgentConf
 		PublicIP:      publicIP,
 		HealthCheckIP: "10.250.0.1",
 		BackendConfig: map[string]string{BackendConfigPublicKey: r.key},
-		Gateway:       gateway.Config{TUN: gateway.TUN{Name: "snk-" + srv.Name}},
+		Gateway:       gateway.Spec{TUN: gateway.TUNSpec{Name: "snk-" + srv.Name}},
 		Dataplane:     r.dp,
 		OnActive: []func(context.Context) error{func(ctx context.Context) error {
 			r.hookRuns.Add(1)

@@ -112,10 +112,10 @@ type lastConfig struct {
 	cfg gateway.Config
 }
 
-func (l *lastConfig) Apply(_ context.Context, cfg gateway.Config) error {
+func (l *lastConfig) Apply(_ context.Context, s *gateway.Spec) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.cfg = cfg
+	l.cfg = s.Config()
 	return nil
 }
 

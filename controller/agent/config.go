@@ -26,7 +26,7 @@ type Dataplane interface {
 	// Apply makes the gateway match cfg: the local cluster and transport
 	// and the remotes. A cfg without remotes means there is nobody to
 	// connect to (or this gateway is no longer the active one).
-	Apply(ctx context.Context, cfg gateway.Config) error
+	Apply(ctx context.Context, s *gateway.Spec) error
 	// Status reports each remote's connection: status, message, RTT.
 	Status() []RemoteStatus
 }
@@ -115,7 +115,7 @@ type Config struct {
 	// local key file, ESP proposals, Globalnet's supernet and table size.
 	// The agent fills in the cluster, the transport type, port and PSK,
 	// Globalnet's global CIDR and the remotes.
-	Gateway gateway.Config
+	Gateway gateway.Spec
 	// Dataplane receives every configuration the active gateway builds.
 	Dataplane Dataplane
 	// OnActive run while this gateway is the active one, each with a

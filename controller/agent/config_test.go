@@ -16,8 +16,8 @@ import (
 // never run the agent.
 type nopDataplane struct{}
 
-func (nopDataplane) Apply(context.Context, gateway.Config) error { return nil }
-func (nopDataplane) Status() []RemoteStatus                      { return nil }
+func (nopDataplane) Apply(context.Context, *gateway.Spec) error { return nil }
+func (nopDataplane) Status() []RemoteStatus                     { return nil }
 
 func validConfig() Config {
 	return Config{

@@ -1,8 +1,7 @@
 package agent
 
 import (
-	"encoding/json"
-	"fmt"
+	"net/netip"
 	"slices"
 
 	"github.com/snorkel-net/snorkel/gateway"
@@ -10,56 +9,106 @@ import (
 	"github.com/snorkel-net/snorkel/transport"
 )
 
-// template is Config.Gateway frozen as JSON, so that every configuration
-// built from it is a deep copy the Dataplane may keep or change.
-type template []byte
-
-func newTemplate(g gateway.Config) (template, error) {
-	b, err := json.Marshal(g)
-	if err != nil {
-		return nil, fmt.Errorf("agent: Config.Gateway: %w", err)
-	}
-	return b, nil
-}
-
-// build returns the gateway configuration for remotes rs: the template
-// with this cluster, its transport and Globalnet's global CIDR filled in,
-// and with rules (the IPAM's, when not nil) Globalnet's addresses.
-// It shares no memory with t or rs. key is the configuration's JSON, to
-// tell whether it changed.
-func (t template) build(c *Config, rs []gateway.Remote, rules *natengine.Rules) (cfg gateway.Config, key []byte) {
-	var g gateway.Config
-	// Marshalling and unmarshalling gateway.Config cannot fail: it holds
-	// only strings, numbers, slices and structs of them.
-	_ = json.Unmarshal(t, &g)
+// build returns the gateway spec for remotes rs: Config.Gateway with this
+// cluster, its transport and Globalnet's global CIDR filled in, and with
+// rules (the IPAM's, when not nil) Globalnet's addresses. It shares no
+// memory with c or rs, so the Dataplane may keep or change it.
+func build(c *Config, rs []gateway.RemoteSpec, rules *natengine.Rules) *gateway.Spec {
+	t := c.Gateway
 	m := c.Member
-	g.Cluster = gateway.Cluster{ID: m.ClusterID, PodCIDRs: slices.Clone(m.ClusterCIDRs), ServiceCIDRs: slices.Clone(m.ServiceCIDRs)}
-	g.Transport.Type = m.CableDriver
-	g.Transport.Port = c.Port
-	if g.TUN.Address == "" {
-		g.TUN.Address = c.HealthCheckIP
+	s := &gateway.Spec{
+		Cluster: gateway.ClusterSpec{
+			ID:           m.ClusterID,
+			PodCIDRs:     prefixes(m.ClusterCIDRs),
+			ServiceCIDRs: prefixes(m.ServiceCIDRs),
+		},
+		TUN:            t.TUN,
+		UnderlayMTU:    t.UnderlayMTU,
+		MetricsAddress: t.MetricsAddress,
+		Health:         t.Health,
+		Transport:      gateway.TransportSpec{Kind: m.CableDriver, Port: uint16(c.Port)},
 	}
-	if m.CableDriver == transport.ESP {
-		if g.Transport.ESP == nil {
-			g.Transport.ESP = &gateway.ESPConfig{}
+	if !s.TUN.Addr.IsValid() {
+		if a, err := netip.ParseAddr(c.HealthCheckIP); err == nil {
+			s.TUN.Addr = netip.PrefixFrom(a, a.BitLen())
+		}
+	}
+	switch m.CableDriver {
+	case transport.WireGuard:
+		if w := t.Transport.WireGuard; w != nil {
+			wc := *w
+			s.Transport.WireGuard = &wc
+		}
+	case transport.VXLAN:
+		if v := t.Transport.VXLAN; v != nil {
+			vc := gateway.VXLANSpec{VNI: v.VNI, MAC: slices.Clone(v.MAC)}
+			s.Transport.VXLAN = &vc
+		}
+	case transport.ESP:
+		e := gateway.ESPSpec{}
+		if t.Transport.ESP != nil {
+			e = *t.Transport.ESP
+			e.Proposals, e.IKEProposals = slices.Clone(e.Proposals), slices.Clone(e.IKEProposals)
 		}
 		// The clusterset's key comes from the broker, as Submariner's
 		// gateways take it.
-		g.Transport.ESP.PSK, g.Transport.ESP.PSKFile = m.PSK, ""
+		e.PSK, e.PSKFile = []byte(m.PSK), ""
+		s.Transport.ESP = &e
 	}
 	if m.GlobalCIDR != "" {
-		if g.Globalnet == nil {
-			g.Globalnet = &gateway.Globalnet{}
+		g := gateway.GlobalnetSpec{}
+		if t.Globalnet != nil {
+			g.Supernet, g.MaxFlows = t.Globalnet.Supernet, t.Globalnet.MaxFlows
 		}
-		g.Globalnet.GlobalCIDR = m.GlobalCIDR
+		g.Rules.Global, _ = netip.ParsePrefix(m.GlobalCIDR)
 		if rules != nil {
-			g.Globalnet.SetAllocations(*rules)
+			g.Rules = cloneRules(*rules)
 		}
-	} else {
-		g.Globalnet = nil
+		s.Globalnet = &g
 	}
-	g.Remotes = rs
-	key, _ = json.Marshal(g)
-	_ = json.Unmarshal(key, &cfg)
-	return cfg, key
+	for _, r := range rs {
+		s.Remotes = append(s.Remotes, cloneRemote(r))
+	}
+	return s
+}
+
+func prefixes(ss []string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, v := range ss {
+		if p, err := netip.ParsePrefix(v); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// cloneRules is what the gateway takes of r: the global CIDR and its
+// addresses. Pools that hold no pods translate nothing, and are left out.
+func cloneRules(r natengine.Rules) natengine.Rules {
+	out := natengine.Rules{Global: r.Global, ClusterEgress: slices.Clone(r.ClusterEgress), Ingress: slices.Clone(r.Ingress)}
+	for _, p := range r.Pools {
+		if len(p.Members) == 0 || len(p.IPs) == 0 {
+			continue
+		}
+		p.Members, p.IPs = slices.Clone(p.Members), slices.Clone(p.IPs)
+		out.Pools = append(out.Pools, p)
+	}
+	return out
+}
+
+func cloneRemote(r gateway.RemoteSpec) gateway.RemoteSpec {
+	r.PodCIDRs, r.ServiceCIDRs = slices.Clone(r.PodCIDRs), slices.Clone(r.ServiceCIDRs)
+	if r.WireGuard != nil {
+		w := *r.WireGuard
+		r.WireGuard = &w
+	}
+	if r.VXLAN != nil {
+		v := gateway.VXLANRemoteSpec{MAC: slices.Clone(r.VXLAN.MAC)}
+		r.VXLAN = &v
+	}
+	if r.ESP != nil {
+		e := *r.ESP
+		r.ESP = &e
+	}
+	return r
 }

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
+	"github.com/snorkel-net/snorkel/gateway"
 )
 
 // settleDelay gathers a burst of broker changes (a cluster's gateway
@@ -119,8 +119,7 @@ func (a *Agent) lead(ctx, term context.Context) {
 func (a *Agent) stepDown() {
 	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.Election.RenewDeadline)
 	defer cancel()
-	cfg, _ := a.tmpl.build(&a.cfg, nil, nil)
-	if err := a.cfg.Dataplane.Apply(ctx, cfg); err != nil {
+	if err := a.cfg.Dataplane.Apply(ctx, build(&a.cfg, nil, nil)); err != nil {
 		a.log.Warn("stopping the data plane's connections", "err", err)
 	}
 	a.mu.Lock()
@@ -195,8 +194,8 @@ type progress struct {
 	// published says the Endpoints and the Cluster were written since
 	// the last resync.
 	published bool
-	// applied is the key of the configuration the Dataplane accepted.
-	applied []byte
+	// applied is the spec the Dataplane accepted last.
+	applied *gateway.Spec
 }
 
 // reconcileLoop keeps the published objects and the data plane in step
@@ -270,16 +269,16 @@ func (a *Agent) reconcile(ctx context.Context, t *progress) bool {
 		a.setFailure(areaDataplane, errors.New("waiting for Globalnet's IPAM to allocate this cluster's global IPs"))
 		return ok
 	}
-	cfg, key := a.tmpl.build(&a.cfg, rs, rules)
-	if bytes.Equal(key, t.applied) {
+	cfg := build(&a.cfg, rs, rules)
+	if reflect.DeepEqual(cfg, t.applied) {
 		return ok
 	}
-	if err := a.cfg.Dataplane.Apply(ctx, cfg); err != nil {
+	if err := a.cfg.Dataplane.Apply(ctx, build(&a.cfg, rs, rules)); err != nil {
 		a.setFailure(areaDataplane, fmt.Errorf("the data plane refused the configuration: %w", err))
 		return false
 	}
 	a.setFailure(areaDataplane, nil)
-	t.applied = key
+	t.applied = cfg
 	ids := make([]string, len(cfg.Remotes))
 	for i, r := range cfg.Remotes {
 		ids[i] = r.ID

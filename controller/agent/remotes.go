@@ -12,6 +12,7 @@ import (
 	"github.com/snorkel-net/snorkel/controller/broker"
 	"github.com/snorkel-net/snorkel/gateway"
 	"github.com/snorkel-net/snorkel/transport"
+	"github.com/snorkel-net/snorkel/transport/wireguard"
 )
 
 // peer is another cluster as the broker describes it, and what the agent
@@ -20,7 +21,7 @@ type peer struct {
 	endpoint submv1.EndpointSpec
 	// remote is nil when the cluster cannot be connected; problem says
 	// why.
-	remote   *gateway.Remote
+	remote   *gateway.RemoteSpec
 	problem  string
 	usingIP  string
 	usingNAT bool
@@ -124,36 +125,48 @@ func makePeer(l local, e *submv1.Endpoint, c *submv1.Cluster) peer {
 		}
 		port = int(v)
 	}
-	r := &gateway.Remote{ID: id, Endpoint: netip.AddrPortFrom(addr, uint16(port)).String(), HealthCheckIP: l.probeAddress(e.Spec.HealthCheckIP)}
+	r := &gateway.RemoteSpec{ID: id, Endpoint: netip.AddrPortFrom(addr, uint16(port)), HealthCheckIP: l.probeAddress(e.Spec.HealthCheckIP)}
 
+	var pods, services []string
+	globalCIDR := ""
 	switch {
 	case c != nil:
-		r.PodCIDRs = slices.Clone(c.Spec.ClusterCIDR)
-		r.ServiceCIDRs = slices.Clone(c.Spec.ServiceCIDR)
+		pods, services = c.Spec.ClusterCIDR, c.Spec.ServiceCIDR
 	case !l.globalnet:
 		// Without a Cluster object, the Endpoint's subnets are the pod and
 		// service CIDRs together; the gateway routes both alike.
-		r.PodCIDRs = slices.Clone(e.Spec.Subnets)
+		pods = e.Spec.Subnets
 	}
 	if l.globalnet {
 		switch {
 		case c != nil && len(c.Spec.GlobalCIDR) > 0:
-			r.GlobalCIDR = c.Spec.GlobalCIDR[0]
+			globalCIDR = c.Spec.GlobalCIDR[0]
 		case c == nil && len(e.Spec.Subnets) == 1:
-			r.GlobalCIDR = e.Spec.Subnets[0]
+			globalCIDR = e.Spec.Subnets[0]
 		default:
 			return fail("the cluster has no global CIDR, but this cluster uses Globalnet: every cluster of the clusterset must join a broker with Globalnet on")
 		}
-	} else if len(r.PodCIDRs)+len(r.ServiceCIDRs) == 0 {
+	} else if len(pods)+len(services) == 0 {
 		return fail("neither its Cluster nor its Endpoint lists the cluster's CIDRs; its gateway must publish its subnets")
 	}
-	for _, s := range append(append([]string{r.GlobalCIDR}, r.PodCIDRs...), r.ServiceCIDRs...) {
-		if s == "" {
-			continue
+	parse := func(to *[]netip.Prefix, ss []string) string {
+		for _, s := range ss {
+			q, err := netip.ParsePrefix(s)
+			if err != nil || q != q.Masked() {
+				return s
+			}
+			*to = append(*to, q)
 		}
-		if q, err := netip.ParsePrefix(s); err != nil || q != q.Masked() {
-			return fail("%q is not a CIDR with its host bits clear; the cluster must publish its ranges as network addresses, like 10.8.0.0/16", s)
+		return ""
+	}
+	var globals []netip.Prefix
+	for _, bad := range []string{parse(&r.PodCIDRs, pods), parse(&r.ServiceCIDRs, services), parse(&globals, slices.DeleteFunc([]string{globalCIDR}, func(s string) bool { return s == "" }))} {
+		if bad != "" {
+			return fail("%q is not a CIDR with its host bits clear; the cluster must publish its ranges as network addresses, like 10.8.0.0/16", bad)
 		}
+	}
+	if len(globals) == 1 {
+		r.GlobalCIDR = globals[0]
 	}
 
 	switch l.driver {
@@ -162,9 +175,10 @@ func makePeer(l local, e *submv1.Endpoint, c *submv1.Cluster) peer {
 		if !isWireGuardKey(key) {
 			return fail("backend_config %q is %q, not a WireGuard public key; its gateway must publish its key", BackendConfigPublicKey, key)
 		}
-		r.WireGuard = &gateway.WireGuardRemoteConfig{PublicKey: key}
+		k, _ := wireguard.ParseKey(key) // checked by isWireGuardKey
+		r.WireGuard = &gateway.WireGuardRemoteSpec{PublicKey: k}
 	case transport.ESP:
-		r.ESP = &gateway.ESPRemoteConfig{ID: id}
+		r.ESP = &gateway.ESPRemoteSpec{ID: id}
 	}
 	p.remote, p.usingIP, p.usingNAT = r, addr.String(), nat
 	return p
@@ -177,22 +191,15 @@ type owned struct {
 }
 
 // remoteCIDRs are the ranges the gateway routes to r.
-func remoteCIDRs(r *gateway.Remote, globalnet bool) []netip.Prefix {
-	ranges := append(append([]string(nil), r.PodCIDRs...), r.ServiceCIDRs...)
+func remoteCIDRs(r *gateway.RemoteSpec, globalnet bool) []netip.Prefix {
 	if globalnet {
-		ranges = []string{r.GlobalCIDR}
+		return []netip.Prefix{r.GlobalCIDR}
 	}
-	var out []netip.Prefix
-	for _, s := range ranges {
-		if p, err := netip.ParsePrefix(s); err == nil {
-			out = append(out, p)
-		}
-	}
-	return out
+	return append(slices.Clone(r.PodCIDRs), r.ServiceCIDRs...)
 }
 
 // overlap says which range of r collides with one already taken, or "".
-func overlap(taken []owned, r *gateway.Remote, globalnet bool) string {
+func overlap(taken []owned, r *gateway.RemoteSpec, globalnet bool) string {
 	for _, p := range remoteCIDRs(r, globalnet) {
 		for _, o := range taken {
 			for _, q := range o.cidrs {
@@ -210,14 +217,14 @@ func overlap(taken []owned, r *gateway.Remote, globalnet bool) string {
 }
 
 // remotes are the peers that can be connected.
-func remotes(peers []peer) []gateway.Remote {
-	var out []gateway.Remote
+func remotes(peers []peer) []gateway.RemoteSpec {
+	var out []gateway.RemoteSpec
 	for _, p := range peers {
 		if p.remote != nil {
 			out = append(out, *p.remote)
 		}
 	}
-	slices.SortFunc(out, func(a, b gateway.Remote) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b gateway.RemoteSpec) int { return cmp.Compare(a.ID, b.ID) })
 	return out
 }
 
@@ -226,18 +233,18 @@ func remotes(peers []peer) []gateway.Remote {
 // IP version, and s is a unicast address outside this cluster's ranges
 // (and, without Globalnet, not this gateway's own). A remote without one
 // is connected as long as traffic arrives from it.
-func (l local) probeAddress(s string) string {
+func (l local) probeAddress(s string) netip.Addr {
 	a, err := netip.ParseAddr(s)
 	if err != nil || a.Zone() != "" || !l.healthIP.IsValid() || a.Is4() != l.healthIP.Is4() {
-		return ""
+		return netip.Addr{}
 	}
 	if !a.IsGlobalUnicast() || a.IsLinkLocalUnicast() || (!l.globalnet && a == l.healthIP) {
-		return ""
+		return netip.Addr{}
 	}
 	for _, p := range l.cidrs {
 		if p.Contains(a) {
-			return ""
+			return netip.Addr{}
 		}
 	}
-	return a.String()
+	return a
 }

@@ -92,14 +92,14 @@ func (a *Agent) runServiceSync(ctx context.Context) error {
 
 // setIPAMRemotes gives the IPAM the remote clusters' global CIDRs, in the
 // data plane's order, which its rules must keep apart from this cluster's.
-func (a *Agent) setIPAMRemotes(rs []gateway.Remote) {
+func (a *Agent) setIPAMRemotes(rs []gateway.RemoteSpec) {
 	if a.ipam == nil {
 		return
 	}
 	var ps []netip.Prefix
 	for _, r := range rs {
-		if g, err := netip.ParsePrefix(r.GlobalCIDR); err == nil {
-			ps = append(ps, g)
+		if r.GlobalCIDR.IsValid() {
+			ps = append(ps, r.GlobalCIDR)
 		}
 	}
 	a.ipam.SetRemotes(ps)

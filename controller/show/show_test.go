@@ -34,7 +34,7 @@ import (
 // connection to c2 as connected, with a measured round trip.
 type dataplane struct{}
 
-func (dataplane) Apply(context.Context, gateway.Config) error { return nil }
+func (dataplane) Apply(context.Context, *gateway.Spec) error { return nil }
 
 func (dataplane) Status() []agent.RemoteStatus {
 	return []agent.RemoteStatus{{ID: "c2", Status: submv1.Connected, RTT: &agent.RTT{
