@@ -18,8 +18,14 @@ var (
 )
 
 // sendPackets sends n packets from src to dst with sequence numbers from seq
-// and returns copies of what was sent.
+// to peer 0 and returns copies of what was sent.
 func sendPackets(t *testing.T, tr *Transport, src, dst netip.Addr, n, size int, seq uint32) [][]byte {
+	t.Helper()
+	return sendToPeer(t, tr, 0, src, dst, n, size, seq)
+}
+
+// sendToPeer is sendPackets to peer number peer.
+func sendToPeer(t *testing.T, tr *Transport, peer int, src, dst netip.Addr, n, size int, seq uint32) [][]byte {
 	t.Helper()
 	bufs := newBatch(n)
 	want := make([][]byte, n)
@@ -27,8 +33,8 @@ func sendPackets(t *testing.T, tr *Transport, src, dst netip.Addr, n, size int, 
 		bufs[i] = ipv4UDP(bufs[i], transport.Headroom, src, dst, size, seq+uint32(i))
 		want[i] = append([]byte(nil), bufs[i][transport.Headroom:]...)
 	}
-	if err := tr.Send(0, bufs, transport.Headroom); err != nil {
-		t.Fatalf("Send: %v", err)
+	if err := tr.Send(peer, bufs, transport.Headroom); err != nil {
+		t.Fatalf("Send to peer %d: %v", peer, err)
 	}
 	// The transport must have copied the packets: scribbling over the
 	// buffers now must not change what arrives.
