@@ -1,6 +1,6 @@
 // Package perf is Snorkel's benchmark harness, behind `snorkel benchmark`.
 // It brings up the systems under test side by side on the lab topology of
-// perf/lab (Snorkel's gateways over each transport, with and without
+// package lab (Snorkel's gateways over each transport, with and without
 // Globalnet, and the baselines: plain veth routing, the kernel's vxlan
 // device, wireguard-go configured with wg, and strongSwan with its
 // userspace ESP data plane), drives workloads between a pod of one cluster

@@ -8,7 +8,7 @@ import (
 	"strconv"
 
 	"github.com/snorkel-net/snorkel/gateway"
-	"github.com/snorkel-net/snorkel/perf/lab"
+	"github.com/snorkel-net/snorkel/lab"
 )
 
 // The kernel VXLAN baseline's device and the transit network its two ends

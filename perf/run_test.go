@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/snorkel-net/snorkel/perf/lab"
+	"github.com/snorkel-net/snorkel/lab"
 )
 
 func TestSetupsPutGlobalnetAfterEachTransportAndBaselinesLast(t *testing.T) {

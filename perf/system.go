@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/snorkel-net/snorkel/perf/lab"
+	"github.com/snorkel-net/snorkel/lab"
 	"github.com/snorkel-net/snorkel/perf/topo"
 )
 

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/snorkel-net/snorkel/gateway"
-	"github.com/snorkel-net/snorkel/perf/lab"
+	"github.com/snorkel-net/snorkel/lab"
 	"github.com/snorkel-net/snorkel/perf/topo"
 	"github.com/snorkel-net/snorkel/transport/wireguard"
 )

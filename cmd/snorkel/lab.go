@@ -10,7 +10,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/snorkel-net/snorkel/perf/lab"
+	"github.com/snorkel-net/snorkel/lab"
 )
 
 const labUsage = `usage: snorkel lab [run|up|down|status] [flags]

@@ -1,5 +1,5 @@
 // Package e2e holds the network-namespace end-to-end tests of the gateway:
-// two clusters built by perf/lab with real `snorkel gateway` processes on
+// two clusters built by package lab with real `snorkel gateway` processes on
 // kernel TUN devices, and traffic between their pods checked through real
 // sockets, ping and tcpdump, once per transport. Two scenarios replace c2's
 // gateway to check interoperability: with a Linux kernel vxlan device, and

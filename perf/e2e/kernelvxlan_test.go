@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/snorkel-net/snorkel/gateway"
-	"github.com/snorkel-net/snorkel/perf/lab"
+	"github.com/snorkel-net/snorkel/lab"
 	"github.com/snorkel-net/snorkel/perf/topo"
 	"github.com/snorkel-net/snorkel/transport"
 )

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/snorkel-net/snorkel/gateway"
-	"github.com/snorkel-net/snorkel/perf/lab"
+	"github.com/snorkel-net/snorkel/lab"
 	"github.com/snorkel-net/snorkel/perf/topo"
 )
 

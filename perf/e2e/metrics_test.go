@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/snorkel-net/snorkel/perf/lab"
+	"github.com/snorkel-net/snorkel/lab"
 	"github.com/snorkel-net/snorkel/perf/topo"
 )
 
