@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/snorkel-net/snorkel/perf/topo"
+	"github.com/snorkel-net/snorkel/lab/topo"
 )
 
 // Check is the outcome of one demo check.

@@ -13,7 +13,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/snorkel-net/snorkel/dnsd"
-	"github.com/snorkel-net/snorkel/perf/topo"
+	"github.com/snorkel-net/snorkel/lab/topo"
 )
 
 // The lab's service discovery: `snorkel dnsd` on the first cluster's

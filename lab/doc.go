@@ -9,6 +9,6 @@
 //
 // A Scenario says what to build; Plan turns it into names and addresses
 // without touching the system, so that it can be tested without root; Up
-// builds a plan with perf/topo and Demo runs the checks. The perf harness
+// builds a plan with lab/topo and Demo runs the checks. The perf harness
 // reuses Up to measure traffic between pods of different clusters.
 package lab

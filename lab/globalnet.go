@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/snorkel-net/snorkel/gateway"
-	"github.com/snorkel-net/snorkel/perf/topo"
+	"github.com/snorkel-net/snorkel/lab/topo"
 )
 
 // globalnetDemo checks what Globalnet promises between clusters whose pod

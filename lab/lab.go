@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/snorkel-net/snorkel/gateway"
-	"github.com/snorkel-net/snorkel/perf/topo"
+	"github.com/snorkel-net/snorkel/lab/topo"
 	"github.com/snorkel-net/snorkel/transport"
 	"github.com/snorkel-net/snorkel/transport/wireguard"
 )

@@ -8,7 +8,7 @@ import (
 	"slices"
 
 	"github.com/snorkel-net/snorkel/gateway"
-	"github.com/snorkel-net/snorkel/perf/topo"
+	"github.com/snorkel-net/snorkel/lab/topo"
 )
 
 // UnderlayCIDR is the network between gateways: RFC 2544's benchmarking

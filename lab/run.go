@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/snorkel-net/snorkel/perf/topo"
+	"github.com/snorkel-net/snorkel/lab/topo"
 	"github.com/snorkel-net/snorkel/transport"
 )
 

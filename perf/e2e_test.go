@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/snorkel-net/snorkel/perf/topo"
+	"github.com/snorkel-net/snorkel/lab/topo"
 )
 
 // TestBenchmarkEndToEnd runs the whole harness briefly: every workload on

@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/snorkel-net/snorkel/perf/topo"
+	"github.com/snorkel-net/snorkel/lab/topo"
 )
 
 // IperfTCP is what an iperf3 TCP client run reports.

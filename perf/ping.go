@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/snorkel-net/snorkel/perf/topo"
+	"github.com/snorkel-net/snorkel/lab/topo"
 )
 
 // pingInterval is the gap between echo requests of the ping workload: short

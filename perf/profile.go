@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/snorkel-net/snorkel/perf/topo"
+	"github.com/snorkel-net/snorkel/lab/topo"
 )
 
 // cpuProfile fetches a Go CPU profile of the given length from the pprof

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/snorkel-net/snorkel/lab"
-	"github.com/snorkel-net/snorkel/perf/topo"
+	"github.com/snorkel-net/snorkel/lab/topo"
 )
 
 // strongSwan's IKE daemon with its userspace ESP data plane: the

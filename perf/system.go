@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/snorkel-net/snorkel/lab"
-	"github.com/snorkel-net/snorkel/perf/topo"
+	"github.com/snorkel-net/snorkel/lab/topo"
 )
 
 // A System is one data path under test, up and able to carry traffic from

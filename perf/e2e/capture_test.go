@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/snorkel-net/snorkel/perf/topo"
+	"github.com/snorkel-net/snorkel/lab/topo"
 )
 
 // capture is a tcpdump running in a namespace, printing one line per

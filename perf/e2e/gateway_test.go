@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/snorkel-net/snorkel/perf/topo"
+	"github.com/snorkel-net/snorkel/lab/topo"
 )
 
 // underlayMTU is the lab's underlay and pod veth MTU: pods offer an MSS of

@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/snorkel-net/snorkel/perf/topo"
+	"github.com/snorkel-net/snorkel/lab/topo"
 )
 
 // icmpError is an ICMP error the kernel queued on a UDP socket.

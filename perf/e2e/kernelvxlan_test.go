@@ -14,7 +14,7 @@ import (
 
 	"github.com/snorkel-net/snorkel/gateway"
 	"github.com/snorkel-net/snorkel/lab"
-	"github.com/snorkel-net/snorkel/perf/topo"
+	"github.com/snorkel-net/snorkel/lab/topo"
 	"github.com/snorkel-net/snorkel/transport"
 )
 

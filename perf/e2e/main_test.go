@@ -12,7 +12,7 @@ import (
 
 	"github.com/snorkel-net/snorkel/gateway"
 	"github.com/snorkel-net/snorkel/lab"
-	"github.com/snorkel-net/snorkel/perf/topo"
+	"github.com/snorkel-net/snorkel/lab/topo"
 )
 
 // settle bounds a wait for something that takes milliseconds, or a few

@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/snorkel-net/snorkel/lab"
-	"github.com/snorkel-net/snorkel/perf/topo"
+	"github.com/snorkel-net/snorkel/lab/topo"
 )
 
 // getText GETs a path of the gateway's metrics listener.

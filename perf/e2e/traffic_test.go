@@ -16,7 +16,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/snorkel-net/snorkel/perf/topo"
+	"github.com/snorkel-net/snorkel/lab/topo"
 )
 
 // stream returns a deterministic pseudo-random byte stream: it does not
