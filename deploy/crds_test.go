@@ -21,6 +21,7 @@ import (
 
 	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
 	"github.com/snorkel-net/snorkel/controller/kubelocal"
+	"github.com/snorkel-net/snorkel/controller/kubelocal/kubetest"
 	"github.com/snorkel-net/snorkel/deploy"
 )
 
@@ -159,7 +160,7 @@ func TestGatewayEndpointSchemas(t *testing.T) {
 // field, defaults are filled in, kubectl get shows the useful columns, and
 // the MCS API works through its typed client.
 func TestCRDsOnAPIServer(t *testing.T) {
-	srv := kubelocal.ForTest(t, kubelocal.Options{Name: "c1"})[0]
+	srv := kubetest.Start(t, kubelocal.Options{Name: "c1"})[0]
 	ctx := t.Context()
 	cfg := srv.Config()
 	dc, err := dynamic.NewForConfig(cfg)

@@ -64,3 +64,23 @@ func TestDataPlaneImportsOnlyLowerLayersAndNoKubernetes(t *testing.T) {
 		t.Fatalf("go list reported %d packages; expected the data-plane packages", seen)
 	}
 }
+
+// TestBinaryLinksNoTestingPackage keeps test helpers out of the shipped
+// binary: package testing registers its flags and grows the binary, and a
+// helper that reaches it (as kubelocal's did before kubetest) belongs in a
+// package only tests import.
+func TestBinaryLinksNoTestingPackage(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", module+"/cmd/snorkel").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) < 10 {
+		t.Fatalf("go list reported %d dependencies of cmd/snorkel; expected its whole build", len(deps))
+	}
+	for _, d := range deps {
+		if d == "testing" || strings.HasPrefix(d, "testing/") {
+			t.Errorf("cmd/snorkel links %s: move whatever imports it into a package only tests use", d)
+		}
+	}
+}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/snorkel-net/snorkel/controller/broker"
 	"github.com/snorkel-net/snorkel/controller/kubelocal"
+	"github.com/snorkel-net/snorkel/controller/kubelocal/kubetest"
 	"github.com/snorkel-net/snorkel/gateway"
 	"github.com/snorkel-net/snorkel/transport"
 )
@@ -37,7 +38,7 @@ const (
 // of 10,000 pods with 100 exported services, and reports the heap it adds
 // once everything is allocated and exported.
 func BenchmarkAgentMemory10kPods(b *testing.B) {
-	servers := kubelocal.ForTest(b, kubelocal.Options{Name: "broker"}, kubelocal.Options{Name: "c1", ServiceCIDR: "10.88.0.0/16"})
+	servers := kubetest.Start(b, kubelocal.Options{Name: "broker"}, kubelocal.Options{Name: "c1", ServiceCIDR: "10.88.0.0/16"})
 	ctx := context.Background()
 	d, err := broker.Deploy(ctx, servers[0].Config(), broker.BrokerOptions{Globalnet: true})
 	if err != nil {

@@ -30,6 +30,7 @@ import (
 
 	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
 	"github.com/snorkel-net/snorkel/controller/kubelocal"
+	"github.com/snorkel-net/snorkel/controller/kubelocal/kubetest"
 	"github.com/snorkel-net/snorkel/deploy"
 	"github.com/snorkel-net/snorkel/transport"
 )
@@ -46,7 +47,7 @@ type clusterset struct {
 }
 
 func TestClusterset(t *testing.T) {
-	servers := kubelocal.ForTest(t,
+	servers := kubetest.Start(t,
 		kubelocal.Options{Name: "broker"},
 		kubelocal.Options{Name: "c1", ServiceCIDR: "10.88.0.0/16"},
 		kubelocal.Options{Name: "c2", ServiceCIDR: "10.99.0.0/16"},

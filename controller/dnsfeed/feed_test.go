@@ -25,6 +25,7 @@ import (
 	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
 	"github.com/snorkel-net/snorkel/controller/broker"
 	"github.com/snorkel-net/snorkel/controller/kubelocal"
+	"github.com/snorkel-net/snorkel/controller/kubelocal/kubetest"
 	"github.com/snorkel-net/snorkel/controller/servicesync"
 	"github.com/snorkel-net/snorkel/deploy"
 	"github.com/snorkel-net/snorkel/dnsd"
@@ -171,7 +172,7 @@ func (w logWriter) Write(p []byte) (int, error) {
 // c1's own export wins; the Gateway's connection status decides whether
 // c2 is answered; unexporting removes the name.
 func TestExportInOneClusterResolvesInAnother(t *testing.T) {
-	servers := kubelocal.ForTest(t,
+	servers := kubetest.Start(t,
 		kubelocal.Options{Name: "broker", ServiceCIDR: "10.80.0.0/16"},
 		kubelocal.Options{Name: "c1", ServiceCIDR: "10.81.0.0/16"},
 		kubelocal.Options{Name: "c2", ServiceCIDR: "10.82.0.0/16"})

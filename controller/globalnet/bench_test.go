@@ -13,6 +13,7 @@ import (
 
 	v1 "github.com/snorkel-net/snorkel/controller/api/v1"
 	"github.com/snorkel-net/snorkel/controller/kubelocal"
+	"github.com/snorkel-net/snorkel/controller/kubelocal/kubetest"
 	"github.com/snorkel-net/snorkel/deploy"
 )
 
@@ -35,7 +36,7 @@ const (
 //
 //	go test -run '^$' -bench IPAMMemory10kPods -benchtime 3x ./controller/globalnet/
 func BenchmarkIPAMMemory10kPods(b *testing.B) {
-	servers := kubelocal.ForTest(b, kubelocal.Options{Name: "bench", ServiceCIDR: "10.88.0.0/16"})
+	servers := kubetest.Start(b, kubelocal.Options{Name: "bench", ServiceCIDR: "10.88.0.0/16"})
 	must(b, deploy.ApplyCRDs(ctx, servers[0].Config(), false))
 	c := newCluster(b, servers[0].Config())
 	populate(b, c)

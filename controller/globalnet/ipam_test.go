@@ -19,6 +19,7 @@ import (
 
 	v1 "github.com/snorkel-net/snorkel/controller/api/v1"
 	"github.com/snorkel-net/snorkel/controller/kubelocal"
+	"github.com/snorkel-net/snorkel/controller/kubelocal/kubetest"
 	"github.com/snorkel-net/snorkel/deploy"
 	"github.com/snorkel-net/snorkel/natengine"
 )
@@ -35,7 +36,7 @@ var (
 // TestIPAM runs the IPAM against one real API server; the subtests build
 // on each other's objects, in order.
 func TestIPAM(t *testing.T) {
-	servers := kubelocal.ForTest(t, kubelocal.Options{Name: "c1", ServiceCIDR: "10.88.0.0/16"})
+	servers := kubetest.Start(t, kubelocal.Options{Name: "c1", ServiceCIDR: "10.88.0.0/16"})
 	must(t, deploy.ApplyCRDs(ctx, servers[0].Config(), false))
 	c := newCluster(t, servers[0].Config())
 	ipam := startIPAM(t, c, "242.1.0.0/16", netip.MustParsePrefix(remoteGlobal))

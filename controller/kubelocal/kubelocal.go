@@ -3,6 +3,8 @@
 // kube-apiserver (built by `make tools`), an admin token and a kubeconfig
 // context. The control-plane tests and `snorkel lab --kube` use several of
 // them as a broker and its member clusters.
+// Tests start them through package kubetest, which keeps package testing
+// out of the snorkel binary that links this one for the lab.
 //
 // Only the API server runs: no controller manager, scheduler or kubelet.
 // Whoever needs their work done (a namespace's default ServiceAccount, an

@@ -1,4 +1,4 @@
-package kubelocal
+package kubelocal_test
 
 import (
 	"context"
@@ -17,6 +17,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/snorkel-net/snorkel/controller/kubelocal"
+	"github.com/snorkel-net/snorkel/controller/kubelocal/kubetest"
 )
 
 // TestTwoIndependentClusters starts two servers and checks that each is a
@@ -33,7 +36,7 @@ func TestTwoIndependentClusters(t *testing.T) {
 		var d net.Dialer
 		return d.DialContext(ctx, network, addr)
 	}
-	s := ForTest(t, Options{Name: "c1", ServiceCIDR: "10.88.0.0/16"}, Options{Name: "c2", ServiceCIDR: "10.99.0.0/16", Address: "127.0.0.2", Dial: dial})
+	s := kubetest.Start(t, kubelocal.Options{Name: "c1", ServiceCIDR: "10.88.0.0/16"}, kubelocal.Options{Name: "c2", ServiceCIDR: "10.99.0.0/16", Address: "127.0.0.2", Dial: dial})
 	ctx := context.Background()
 	if u := s[1].URL; !strings.HasPrefix(u, "https://127.0.0.2:") {
 		t.Errorf("c2 is at %s, want its Options.Address 127.0.0.2", u)
@@ -84,11 +87,11 @@ func TestTwoIndependentClusters(t *testing.T) {
 	}
 
 	s[0].Stop()
-	if !exited(s[0].api) || !exited(s[0].etcd) {
+	if api, etcd := s[0].Processes(); !kubelocal.Exited(api) || !kubelocal.Exited(etcd) {
 		t.Error("Stop returned with a process still running")
 	}
-	if _, err := os.Stat(s[0].dir); !os.IsNotExist(err) {
-		t.Errorf("state directory %s left behind", s[0].dir)
+	if _, err := os.Stat(s[0].StateDir()); !os.IsNotExist(err) {
+		t.Errorf("state directory %s left behind", s[0].StateDir())
 	}
 }
 
@@ -100,7 +103,7 @@ func TestStartTriesAgainWhenItsPortIsTaken(t *testing.T) {
 	dir := t.TempDir()
 	var apiservers int
 	var held net.Listener
-	spawn := func(name, bin string, args ...string) (Process, error) {
+	spawn := func(name, bin string, args ...string) (kubelocal.Process, error) {
 		short := strings.TrimPrefix(name, "clash-")
 		if short == "apiserver" {
 			apiservers++
@@ -113,9 +116,9 @@ func TestStartTriesAgainWhenItsPortIsTaken(t *testing.T) {
 				held = l
 			}
 		}
-		return startChild(filepath.Join(dir, short+".log"), bin, args...)
+		return kubelocal.StartChild(filepath.Join(dir, short+".log"), bin, args...)
 	}
-	s := ForTest(t, Options{Name: "clash", Dir: dir, Spawn: spawn})[0]
+	s := kubetest.Start(t, kubelocal.Options{Name: "clash", Dir: dir, Spawn: spawn})[0]
 	if held == nil {
 		t.Fatal("the test never took the API server's port")
 	}
@@ -132,28 +135,5 @@ func TestStartTriesAgainWhenItsPortIsTaken(t *testing.T) {
 	}
 	if _, err := c.CoreV1().Namespaces().Get(context.Background(), "default", metav1.GetOptions{}); err != nil {
 		t.Errorf("the restarted server does not answer: %v", err)
-	}
-}
-
-// TestFreePortsAvoidTheEphemeralRange checks the ports freePorts gives
-// are distinct and below the range outgoing connections take theirs from.
-func TestFreePortsAvoidTheEphemeralRange(t *testing.T) {
-	lo := ephemeralLow()
-	if lo <= minPort+1000 {
-		t.Skipf("the ephemeral range starts at %d, leaving no room below it", lo)
-	}
-	for range 20 {
-		ports, err := freePorts(3)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ports[0] == ports[1] || ports[1] == ports[2] || ports[0] == ports[2] {
-			t.Fatalf("ports %v are not distinct", ports)
-		}
-		for _, p := range ports {
-			if p < minPort || p >= lo {
-				t.Fatalf("port %d outside [%d, %d)", p, minPort, lo)
-			}
-		}
 	}
 }

@@ -19,6 +19,7 @@ import (
 	mcsclient "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
 
 	"github.com/snorkel-net/snorkel/controller/kubelocal"
+	"github.com/snorkel-net/snorkel/controller/kubelocal/kubetest"
 	"github.com/snorkel-net/snorkel/deploy"
 )
 
@@ -46,7 +47,7 @@ type member struct {
 // to each and creates the broker's namespace.
 func startClusterset(tb testing.TB) *clusterset {
 	tb.Helper()
-	servers := kubelocal.ForTest(tb,
+	servers := kubetest.Start(tb,
 		kubelocal.Options{Name: "broker", ServiceCIDR: "10.80.0.0/16"},
 		kubelocal.Options{Name: "c1", ServiceCIDR: "10.81.0.0/16"},
 		kubelocal.Options{Name: "c2", ServiceCIDR: "10.82.0.0/16"},

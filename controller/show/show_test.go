@@ -26,6 +26,7 @@ import (
 	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
 	"github.com/snorkel-net/snorkel/controller/broker"
 	"github.com/snorkel-net/snorkel/controller/kubelocal"
+	"github.com/snorkel-net/snorkel/controller/kubelocal/kubetest"
 	"github.com/snorkel-net/snorkel/gateway"
 	"github.com/snorkel-net/snorkel/transport"
 )
@@ -54,7 +55,7 @@ type world struct {
 }
 
 func TestShow(t *testing.T) {
-	servers := kubelocal.ForTest(t,
+	servers := kubetest.Start(t,
 		kubelocal.Options{Name: "broker"},
 		kubelocal.Options{Name: "c1", ServiceCIDR: "10.88.0.0/16"},
 		kubelocal.Options{Name: "c2", ServiceCIDR: "10.99.0.0/16"})

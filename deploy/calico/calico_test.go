@@ -12,6 +12,7 @@ import (
 	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
 	"github.com/snorkel-net/snorkel/controller/broker"
 	"github.com/snorkel-net/snorkel/controller/kubelocal"
+	"github.com/snorkel-net/snorkel/controller/kubelocal/kubetest"
 )
 
 func cluster(id string, pods, svcs, global []string) submv1.Cluster {
@@ -138,7 +139,7 @@ func TestPoolsRefuse(t *testing.T) {
 // broker's Clusters read with the broker-info token and with a kubeconfig
 // context.
 func TestRunReadsTheBroker(t *testing.T) {
-	srv := kubelocal.ForTest(t, kubelocal.Options{Name: "broker"})[0]
+	srv := kubetest.Start(t, kubelocal.Options{Name: "broker"})[0]
 	ctx := t.Context()
 	d, err := broker.Deploy(ctx, srv.Config(), broker.BrokerOptions{})
 	if err != nil {

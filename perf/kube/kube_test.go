@@ -17,6 +17,7 @@ import (
 
 	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
 	"github.com/snorkel-net/snorkel/controller/kubelocal"
+	"github.com/snorkel-net/snorkel/controller/kubelocal/kubetest"
 	"github.com/snorkel-net/snorkel/deploy"
 	"github.com/snorkel-net/snorkel/perf"
 )
@@ -34,7 +35,7 @@ const settle = 60 * time.Second
 // alone or the cleanup after the test stops it, and that it deletes
 // everything. A pod the test plays the kubelet for gets settle to start.
 func TestRunAgainstRealAPIServers(t *testing.T) {
-	servers := kubelocal.ForTest(t, kubelocal.Options{Name: "c1"}, kubelocal.Options{Name: "c2", ServiceCIDR: "10.88.0.0/16"})
+	servers := kubetest.Start(t, kubelocal.Options{Name: "c1"}, kubelocal.Options{Name: "c2", ServiceCIDR: "10.88.0.0/16"})
 	kubeconfig := servers[0].Kubeconfig + string(filepath.ListSeparator) + servers[1].Kubeconfig
 	c1, err := servers[0].Client()
 	if err != nil {

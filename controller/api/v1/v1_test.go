@@ -13,6 +13,7 @@ import (
 
 	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
 	"github.com/snorkel-net/snorkel/controller/kubelocal"
+	"github.com/snorkel-net/snorkel/controller/kubelocal/kubetest"
 	"github.com/snorkel-net/snorkel/deploy"
 )
 
@@ -184,7 +185,7 @@ func TestFromUnstructuredNamesTheObject(t *testing.T) {
 // CRDs applied: every field survives the trip, and the types with a status
 // subresource keep spec and status apart.
 func TestThroughAPIServer(t *testing.T) {
-	srv := kubelocal.ForTest(t, kubelocal.Options{Name: "c1"})[0]
+	srv := kubetest.Start(t, kubelocal.Options{Name: "c1"})[0]
 	ctx := t.Context()
 	kc, err := srv.Client()
 	if err != nil {

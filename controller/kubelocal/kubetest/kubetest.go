@@ -1,20 +1,22 @@
-package kubelocal
+package kubetest
 
 import (
 	"context"
 	"sync"
 	"testing"
+
+	"github.com/snorkel-net/snorkel/controller/kubelocal"
 )
 
-// ForTest starts one Server per Options at once, fails t if any does not
+// Start starts one Server per Options at once, fails t if any does not
 // come up, and stops them all when t ends.
-func ForTest(t testing.TB, opts ...Options) []*Server {
+func Start(t testing.TB, opts ...kubelocal.Options) []*kubelocal.Server {
 	t.Helper()
-	servers := make([]*Server, len(opts))
+	servers := make([]*kubelocal.Server, len(opts))
 	errs := make([]error, len(opts))
 	var wg sync.WaitGroup
 	for i, o := range opts {
-		wg.Go(func() { servers[i], errs[i] = Start(context.Background(), o) })
+		wg.Go(func() { servers[i], errs[i] = kubelocal.Start(context.Background(), o) })
 	}
 	wg.Wait()
 	for _, s := range servers {
