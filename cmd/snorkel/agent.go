@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/snorkel-net/snorkel/controller/agent"
+	"github.com/snorkel-net/snorkel/controller/api"
 	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
 	"github.com/snorkel-net/snorkel/controller/broker"
 	"github.com/snorkel-net/snorkel/gateway"
@@ -36,7 +37,7 @@ func runAgent(args []string) error {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file of this cluster (default $KUBECONFIG or ~/.kube/config)")
 	kubeContext := fs.String("context", "", "kubeconfig context (default the current context)")
-	namespace := fs.String("namespace", broker.AgentNamespace, "the agent's namespace, where snorkel join put its configuration")
+	namespace := fs.String("namespace", api.AgentNamespace, "the agent's namespace, where snorkel join put its configuration")
 	nodeName := fs.String("node-name", os.Getenv("NODE_NAME"), "this gateway node's name (default $NODE_NAME, else the host name)")
 	privateIP := fs.String("private-ip", "", "this node's address between gateways (default the local address that reaches the broker)")
 	publicIP := fs.String("public-ip", "", "the address other clusters reach this node at across NAT (default none)")
@@ -62,7 +63,7 @@ func runAgent(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	member, err := broker.LoadAgentConfig(ctx, kc, *namespace)
+	member, err := api.LoadAgentConfig(ctx, kc, *namespace)
 	if err != nil {
 		return err
 	}

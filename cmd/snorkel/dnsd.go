@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
+	"github.com/snorkel-net/snorkel/controller/api"
 	"github.com/snorkel-net/snorkel/controller/broker"
 	"github.com/snorkel-net/snorkel/controller/dnsfeed"
 	"github.com/snorkel-net/snorkel/dnsd"
@@ -41,7 +42,7 @@ func runDNSD(args []string) error {
 	static := fs.String("static", "", "serve this state file (YAML or JSON) instead of a cluster's; SIGHUP reloads it")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file of this cluster (default $KUBECONFIG or ~/.kube/config)")
 	kubeContext := fs.String("context", "", "kubeconfig context (default the current context)")
-	namespace := fs.String("namespace", broker.AgentNamespace, "the agent's namespace: its Gateways, and the configuration snorkel join wrote")
+	namespace := fs.String("namespace", api.AgentNamespace, "the agent's namespace: its Gateways, and the configuration snorkel join wrote")
 	clusterID := fs.String("cluster-id", "", "this cluster's ID (default the one snorkel join stored in the agent configuration)")
 	globalnet := fs.Bool("globalnet", false, "the clusterset uses Globalnet (with --cluster-id; else read from the agent configuration)")
 	if err := fs.Parse(args); err != nil {
@@ -184,7 +185,7 @@ func kubeFeed(ctx context.Context, srv *dnsd.Server, kubeconfig, kubeContext, na
 		return nil, err
 	}
 	if clusterID == "" {
-		member, err := broker.LoadAgentConfig(ctx, kc, namespace)
+		member, err := api.LoadAgentConfig(ctx, kc, namespace)
 		if err != nil {
 			return nil, fmt.Errorf("%w (or give --cluster-id)", err)
 		}

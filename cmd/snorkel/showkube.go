@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/snorkel-net/snorkel/controller/broker"
+	"github.com/snorkel-net/snorkel/controller/api"
 	"github.com/snorkel-net/snorkel/controller/show"
 )
 
@@ -45,7 +45,7 @@ func showKube(what string, args []string, out, status io.Writer) error {
 	fs.StringVar(&sel.Context, "context", "", "show this kubeconfig context only")
 	contexts := fs.String("contexts", "", "show these kubeconfig contexts, comma-separated (default every context, one per cluster)")
 	o := show.Options{Out: out, Status: status}
-	fs.StringVar(&o.Namespace, "namespace", broker.AgentNamespace, "the agent namespace")
+	fs.StringVar(&o.Namespace, "namespace", api.AgentNamespace, "the agent namespace")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintf(status, "usage: snorkel show %s [--kubeconfig F] [--context C | --contexts C1,C2] [--namespace NS]\n\nflags:\n", what)

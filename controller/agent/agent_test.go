@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/snorkel-net/snorkel/controller/api"
 	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
 	"github.com/snorkel-net/snorkel/controller/broker"
 	"github.com/snorkel-net/snorkel/controller/kubelocal"
@@ -71,7 +72,7 @@ func (r *recorder) last() (gateway.Config, int) {
 type env struct {
 	broker, c1, c2 *kubelocal.Server
 	info           *broker.Info
-	members        map[string]*broker.AgentConfig
+	members        map[string]*api.AgentConfig
 	brokerDyn      dynamic.Interface
 	// active are the agents the later steps use, by cluster.
 	active map[string]*runningAgent
@@ -101,7 +102,7 @@ func TestAgents(t *testing.T) {
 		kubelocal.Options{Name: "broker"},
 		kubelocal.Options{Name: "c1", ServiceCIDR: "10.88.0.0/16"},
 		kubelocal.Options{Name: "c2", ServiceCIDR: "10.99.0.0/16"})
-	e := &env{broker: servers[0], c1: servers[1], c2: servers[2], members: map[string]*broker.AgentConfig{}, active: map[string]*runningAgent{}, cleanup: t.Cleanup}
+	e := &env{broker: servers[0], c1: servers[1], c2: servers[2], members: map[string]*api.AgentConfig{}, active: map[string]*runningAgent{}, cleanup: t.Cleanup}
 	ctx := t.Context()
 	d, err := broker.Deploy(ctx, e.broker.Config(), broker.BrokerOptions{})
 	if err != nil {
@@ -155,7 +156,7 @@ func agentConfig(t *testing.T, srv *kubelocal.Server) *rest.Config {
 		t.Fatal(err)
 	}
 	secs := int64(3600)
-	tr, err := kc.CoreV1().ServiceAccounts(broker.AgentNamespace).CreateToken(t.Context(), broker.AgentServiceAccount,
+	tr, err := kc.CoreV1().ServiceAccounts(api.AgentNamespace).CreateToken(t.Context(), api.AgentServiceAccount,
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &secs}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -175,9 +176,9 @@ func newKey(t *testing.T) string {
 
 // start runs an agent for member in srv until it is halted or the whole
 // test ends.
-func start(t *testing.T, e *env, srv *kubelocal.Server, member *broker.AgentConfig, identity, privateIP, publicIP string, mods ...func(*Config)) *runningAgent {
+func start(t *testing.T, e *env, srv *kubelocal.Server, member *api.AgentConfig, identity, privateIP, publicIP string, mods ...func(*Config)) *runningAgent {
 	t.Helper()
-	r := &runningAgent{dp: &recorder{}, key: newKey(t), done: make(chan struct{}), namespace: broker.AgentNamespace}
+	r := &runningAgent{dp: &recorder{}, key: newKey(t), done: make(chan struct{}), namespace: api.AgentNamespace}
 	cfg := agentConfig(t, srv)
 	kc, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -411,10 +412,10 @@ func testTakeover(t *testing.T, e *env) {
 	}
 	ep := oneEndpoint(t, e.brokerDyn, ns, "c1", active)
 	if ep.Spec.Backend != "wireguard" || ep.Spec.BackendConfig[BackendConfigPublicKey] != active.key || ep.Spec.HealthCheckIP != "10.250.0.1" ||
-		strings.Join(ep.Spec.Subnets, ",") != "10.8.0.0/16,10.88.0.0/16" || ep.Labels[broker.ClusterIDLabel] != "c1" {
+		strings.Join(ep.Spec.Subnets, ",") != "10.8.0.0/16,10.88.0.0/16" || ep.Labels[api.ClusterIDLabel] != "c1" {
 		t.Errorf("the broker's Endpoint of c1: %+v", ep)
 	}
-	oneEndpoint(t, active.localDyn, broker.AgentNamespace, "c1", active)
+	oneEndpoint(t, active.localDyn, api.AgentNamespace, "c1", active)
 	if active.hookRuns.Load() != 1 || passive.hookRuns.Load() != 0 {
 		t.Errorf("hooks running: active %d, passive %d; want the active gateway's only", active.hookRuns.Load(), passive.hookRuns.Load())
 	}
@@ -426,7 +427,7 @@ func testTakeover(t *testing.T, e *env) {
 	})
 	t.Logf("takeover %v after the active gateway was stopped", time.Since(stopped).Round(time.Millisecond))
 	oneEndpoint(t, e.brokerDyn, ns, "c1", passive)
-	oneEndpoint(t, passive.localDyn, broker.AgentNamespace, "c1", passive)
+	oneEndpoint(t, passive.localDyn, api.AgentNamespace, "c1", passive)
 	if g := gatewayObject(t, active); g == nil || g.Status.HAStatus != submv1.HAStatusPassive {
 		t.Errorf("the stopped gateway's Gateway: %+v, want passive", g)
 	}
@@ -477,7 +478,7 @@ func testRemotes(t *testing.T, e *env) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if u.GetAnnotations()[broker.ClusterUIDAnnotation] == "" {
+	if u.GetAnnotations()[api.ClusterUIDAnnotation] == "" {
 		t.Errorf("Cluster c2 lost the annotation join gave it: %v", u.GetAnnotations())
 	}
 
@@ -503,7 +504,7 @@ func testTakenClusterID(t *testing.T, e *env) {
 	})
 	impostor.halt()
 	oneEndpoint(t, e.brokerDyn, e.info.Namespace(), "c1", e.active["c1"])
-	if eps := endpointsOf(t, impostor.localDyn, broker.AgentNamespace, "c1"); len(eps) != 0 {
+	if eps := endpointsOf(t, impostor.localDyn, api.AgentNamespace, "c1"); len(eps) != 0 {
 		t.Errorf("the impostor published %d Endpoints of c1 in c2", len(eps))
 	}
 }
@@ -603,7 +604,7 @@ func testGlobalnet(t *testing.T, e *env) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	members := map[string]*broker.AgentConfig{}
+	members := map[string]*api.AgentConfig{}
 	for _, m := range []struct {
 		srv  *kubelocal.Server
 		svcs string

@@ -15,8 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/snorkel-net/snorkel/controller/api"
 	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
-	"github.com/snorkel-net/snorkel/controller/broker"
 	"github.com/snorkel-net/snorkel/gateway"
 	"github.com/snorkel-net/snorkel/transport"
 )
@@ -82,14 +82,14 @@ const (
 // Config configures an Agent.
 type Config struct {
 	// Member is this cluster's agent configuration, as `snorkel join`
-	// recorded it (broker.LoadAgentConfig).
-	Member *broker.AgentConfig
+	// recorded it (api.LoadAgentConfig).
+	Member *api.AgentConfig
 	// LocalConfig reaches this cluster's API server; Local is a client of
 	// the same server (made from LocalConfig when nil).
 	Local       kubernetes.Interface
 	LocalConfig *rest.Config
 	// Namespace holds the Lease, the Gateway objects and the local copy
-	// of the Endpoint; default broker.AgentNamespace.
+	// of the Endpoint; default api.AgentNamespace.
 	Namespace string
 	// Identity names this gateway among the cluster's: its Lease holder
 	// identity and its Gateway object; default the host name.
@@ -138,7 +138,7 @@ type Config struct {
 // applyDefaults fills the zero fields of c.
 func (c *Config) applyDefaults() {
 	if c.Namespace == "" {
-		c.Namespace = broker.AgentNamespace
+		c.Namespace = api.AgentNamespace
 	}
 	if c.Identity == "" {
 		c.Identity, _ = os.Hostname()
@@ -183,15 +183,15 @@ func (c *Config) validate() error {
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("agent: "+format, args...)) }
 
 	if m := c.Member; m == nil {
-		bad("Config.Member is nil; load the agent configuration with broker.LoadAgentConfig (`snorkel join` writes it)")
+		bad("Config.Member is nil; load the agent configuration with api.LoadAgentConfig (`snorkel join` writes it)")
 	} else {
-		if err := broker.ValidateClusterID(m.ClusterID); err != nil {
+		if err := api.ValidateClusterID(m.ClusterID); err != nil {
 			bad("Config.Member.ClusterID %q is not a cluster ID; run `snorkel join` again", m.ClusterID)
 		}
 		if m.BrokerURL == "" || m.BrokerNamespace == "" || m.BrokerToken == "" {
 			bad("Config.Member lacks the broker's URL, namespace or token; run `snorkel join` again")
 		}
-		if d, err := broker.NormalizeCableDriver(m.CableDriver); err != nil {
+		if d, err := api.NormalizeCableDriver(m.CableDriver); err != nil {
 			bad("Config.Member.CableDriver: %v", err)
 		} else {
 			m.CableDriver = d

@@ -8,7 +8,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
-	"github.com/snorkel-net/snorkel/controller/broker"
+	"github.com/snorkel-net/snorkel/controller/api"
 	"github.com/snorkel-net/snorkel/gateway"
 )
 
@@ -21,7 +21,7 @@ func (nopDataplane) Status() []RemoteStatus                     { return nil }
 
 func validConfig() Config {
 	return Config{
-		Member: &broker.AgentConfig{
+		Member: &api.AgentConfig{
 			ClusterID: "c1", BrokerURL: "https://127.0.0.1:6443", BrokerNamespace: "submariner-k8s-broker", BrokerToken: "token",
 			PSK: "0123456789abcdef0123", CableDriver: "wireguard", ClusterCIDRs: []string{"10.8.0.0/16"}, ServiceCIDRs: []string{"10.88.0.0/16"},
 		},
@@ -75,7 +75,7 @@ func TestNewAppliesDefaultsAndKeepsTheCallersConfig(t *testing.T) {
 		t.Errorf("New changed the caller's Member.CableDriver to %q", c.Member.CableDriver)
 	}
 	got := a.cfg
-	if got.Namespace != broker.AgentNamespace || got.Port != gateway.DefaultPort || got.Hostname != "node-a" ||
+	if got.Namespace != api.AgentNamespace || got.Port != gateway.DefaultPort || got.Hostname != "node-a" ||
 		got.Election.LeaseDuration != DefaultLeaseDuration || got.StatusInterval != DefaultStatusInterval || got.Member.CableDriver != "wireguard" {
 		t.Errorf("defaults not applied: %+v", got)
 	}

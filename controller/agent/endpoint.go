@@ -14,8 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/snorkel-net/snorkel/controller/api"
 	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
-	"github.com/snorkel-net/snorkel/controller/broker"
 	"github.com/snorkel-net/snorkel/deploy"
 )
 
@@ -145,7 +145,7 @@ func publishEndpoint(ctx context.Context, r dynamic.ResourceInterface, spec *sub
 	}
 	if own == nil {
 		u, err := submv1.ToUnstructured(&submv1.Endpoint{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{broker.ClusterIDLabel: spec.ClusterID}},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{api.ClusterIDLabel: spec.ClusterID}},
 			Spec:       *spec,
 		}, "Endpoint")
 		if err != nil {
@@ -158,14 +158,14 @@ func publishEndpoint(ctx context.Context, r dynamic.ResourceInterface, spec *sub
 	if err != nil {
 		return err
 	}
-	if sameEndpointSpec(have.Spec, *spec) && have.Labels[broker.ClusterIDLabel] == spec.ClusterID {
+	if sameEndpointSpec(have.Spec, *spec) && have.Labels[api.ClusterIDLabel] == spec.ClusterID {
 		return nil
 	}
 	have.Spec = *spec
 	if have.Labels == nil {
 		have.Labels = map[string]string{}
 	}
-	have.Labels[broker.ClusterIDLabel] = spec.ClusterID
+	have.Labels[api.ClusterIDLabel] = spec.ClusterID
 	u, err := submv1.ToUnstructured(have, "Endpoint")
 	if err != nil {
 		return err
@@ -175,7 +175,7 @@ func publishEndpoint(ctx context.Context, r dynamic.ResourceInterface, spec *sub
 }
 
 // clusterSpec is the Cluster spec this cluster publishes.
-func clusterSpec(m *broker.AgentConfig) submv1.ClusterSpec {
+func clusterSpec(m *api.AgentConfig) submv1.ClusterSpec {
 	s := submv1.ClusterSpec{
 		ClusterID:   m.ClusterID,
 		ClusterCIDR: append([]string{}, m.ClusterCIDRs...),
@@ -209,8 +209,8 @@ func publishCluster(ctx context.Context, r dynamic.ResourceInterface, spec submv
 		c := &submv1.Cluster{
 			ObjectMeta: metav1.ObjectMeta{
 				Name:        spec.ClusterID,
-				Labels:      map[string]string{broker.ClusterIDLabel: spec.ClusterID},
-				Annotations: map[string]string{broker.ClusterUIDAnnotation: uid},
+				Labels:      map[string]string{api.ClusterIDLabel: spec.ClusterID},
+				Annotations: map[string]string{api.ClusterUIDAnnotation: uid},
 			},
 			Spec: spec,
 		}
@@ -224,7 +224,7 @@ func publishCluster(ctx context.Context, r dynamic.ResourceInterface, spec submv
 	if err != nil {
 		return explain(err, "reading "+what, where)
 	}
-	if owner, ok := u.GetAnnotations()[broker.ClusterUIDAnnotation]; ok && owner != uid {
+	if owner, ok := u.GetAnnotations()[api.ClusterUIDAnnotation]; ok && owner != uid {
 		return fmt.Errorf("%s %s belongs to another cluster (kube-system UID %s; this cluster's is %s): this cluster's ID is taken; run `snorkel join` with another --clusterid",
 			what, where, owner, uid)
 	}

@@ -8,8 +8,8 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/snorkel-net/snorkel/controller/api"
 	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
-	"github.com/snorkel-net/snorkel/controller/broker"
 	"github.com/snorkel-net/snorkel/gateway"
 	"github.com/snorkel-net/snorkel/transport"
 	"github.com/snorkel-net/snorkel/transport/wireguard"
@@ -104,7 +104,7 @@ func makePeer(l local, e *submv1.Endpoint, c *submv1.Cluster) peer {
 		p.problem = fmt.Sprintf("Endpoint %s of cluster %q: ", e.Name, id) + fmt.Sprintf(format, args...)
 		return p
 	}
-	driver, err := broker.NormalizeCableDriver(e.Spec.Backend)
+	driver, err := api.NormalizeCableDriver(e.Spec.Backend)
 	if err != nil || driver != l.driver {
 		return fail("its cable driver is %q and this cluster's is %q; the cable drivers differ, so the clusters cannot connect: join both with the same --cable-driver", e.Spec.Backend, l.driver)
 	}

@@ -9,8 +9,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/snorkel-net/snorkel/controller/api"
 	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
-	"github.com/snorkel-net/snorkel/controller/broker"
 	"github.com/snorkel-net/snorkel/gateway"
 	"github.com/snorkel-net/snorkel/natengine"
 )
@@ -44,16 +44,16 @@ func cluster(id string, pods, svcs, global []string) *submv1.Cluster {
 }
 
 func wgLocal() local {
-	return newLocal(&Config{Port: 4500, Member: &broker.AgentConfig{
+	return newLocal(&Config{Port: 4500, Member: &api.AgentConfig{
 		ClusterID: "c1", CableDriver: "wireguard", ClusterCIDRs: []string{"10.8.0.0/16"}, ServiceCIDRs: []string{"10.88.0.0/16"},
 	}})
 }
 
 func TestPlanBuildsRemotesFromTheBroker(t *testing.T) {
-	gn := newLocal(&Config{Port: 4500, Member: &broker.AgentConfig{
+	gn := newLocal(&Config{Port: 4500, Member: &api.AgentConfig{
 		ClusterID: "c1", CableDriver: "wireguard", ClusterCIDRs: []string{"10.8.0.0/16"}, ServiceCIDRs: []string{"10.88.0.0/16"}, GlobalCIDR: "242.1.0.0/16",
 	}})
-	esp := newLocal(&Config{Port: 4500, Member: &broker.AgentConfig{
+	esp := newLocal(&Config{Port: 4500, Member: &api.AgentConfig{
 		ClusterID: "c1", CableDriver: "esp", ClusterCIDRs: []string{"10.8.0.0/16"}, ServiceCIDRs: []string{"10.88.0.0/16"},
 	}})
 	tests := []struct {
@@ -258,7 +258,7 @@ func remoteConfig(r gateway.RemoteSpec) gateway.Remote {
 
 func TestGatewayConfigFillsTheTemplate(t *testing.T) {
 	c := &Config{
-		Member: &broker.AgentConfig{ClusterID: "c1", CableDriver: "esp", PSK: "clustersetsecretkey", ClusterCIDRs: []string{"10.8.0.0/16"},
+		Member: &api.AgentConfig{ClusterID: "c1", CableDriver: "esp", PSK: "clustersetsecretkey", ClusterCIDRs: []string{"10.8.0.0/16"},
 			ServiceCIDRs: []string{"10.88.0.0/16"}, GlobalCIDR: "242.1.0.0/16"},
 		Port:          4501,
 		HealthCheckIP: "10.8.255.254",

@@ -14,7 +14,7 @@ import (
 	mcsv1a1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
 	mcsclient "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
 
-	"github.com/snorkel-net/snorkel/controller/broker"
+	"github.com/snorkel-net/snorkel/controller/api"
 	"github.com/snorkel-net/snorkel/controller/kubelocal"
 	"github.com/snorkel-net/snorkel/controller/servicesync"
 	"github.com/snorkel-net/snorkel/gateway"
@@ -166,7 +166,7 @@ func testDeadLeader(t *testing.T, e *env) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	leases := kc.CoordinationV1().Leases(broker.AgentNamespace)
+	leases := kc.CoordinationV1().Leases(api.AgentNamespace)
 	l, err := leases.Get(ctx, DefaultLeaseName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -28,6 +28,7 @@ import (
 	mcsclient "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
 	"sigs.k8s.io/yaml"
 
+	"github.com/snorkel-net/snorkel/controller/api"
 	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
 	"github.com/snorkel-net/snorkel/controller/kubelocal"
 	"github.com/snorkel-net/snorkel/controller/kubelocal/kubetest"
@@ -42,8 +43,8 @@ type clusterset struct {
 	broker, c1, c2, c3 *kubelocal.Server
 	infoPath           string
 	info               *Info
-	// joined holds each member's AgentConfig as Join returned it.
-	joined map[string]*AgentConfig
+	// joined holds each member's api.AgentConfig as Join returned it.
+	joined map[string]*api.AgentConfig
 }
 
 func TestClusterset(t *testing.T) {
@@ -55,7 +56,7 @@ func TestClusterset(t *testing.T) {
 	cs := &clusterset{
 		broker: servers[0], c1: servers[1], c2: servers[2], c3: servers[3],
 		infoPath: filepath.Join(t.TempDir(), InfoFileName),
-		joined:   map[string]*AgentConfig{},
+		joined:   map[string]*api.AgentConfig{},
 	}
 	steps := []struct {
 		name string
@@ -116,27 +117,27 @@ type brokerState struct {
 func readBrokerState(t *testing.T, kc kubernetes.Interface) brokerState {
 	t.Helper()
 	ctx := t.Context()
-	ns, err := kc.CoreV1().Namespaces().Get(ctx, DefaultBrokerNamespace, metav1.GetOptions{})
+	ns, err := kc.CoreV1().Namespaces().Get(ctx, api.DefaultBrokerNamespace, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sa, err := kc.CoreV1().ServiceAccounts(DefaultBrokerNamespace).Get(ctx, BrokerClientServiceAccount, metav1.GetOptions{})
+	sa, err := kc.CoreV1().ServiceAccounts(api.DefaultBrokerNamespace).Get(ctx, BrokerClientServiceAccount, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	role, err := kc.RbacV1().Roles(DefaultBrokerNamespace).Get(ctx, BrokerClientServiceAccount, metav1.GetOptions{})
+	role, err := kc.RbacV1().Roles(api.DefaultBrokerNamespace).Get(ctx, BrokerClientServiceAccount, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rb, err := kc.RbacV1().RoleBindings(DefaultBrokerNamespace).Get(ctx, BrokerClientServiceAccount, metav1.GetOptions{})
+	rb, err := kc.RbacV1().RoleBindings(api.DefaultBrokerNamespace).Get(ctx, BrokerClientServiceAccount, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cm, err := kc.CoreV1().ConfigMaps(DefaultBrokerNamespace).Get(ctx, GlobalnetConfigMapName, metav1.GetOptions{})
+	cm, err := kc.CoreV1().ConfigMaps(api.DefaultBrokerNamespace).Get(ctx, api.GlobalnetConfigMapName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	psk, err := kc.CoreV1().Secrets(DefaultBrokerNamespace).Get(ctx, PSKSecretName, metav1.GetOptions{})
+	psk, err := kc.CoreV1().Secrets(api.DefaultBrokerNamespace).Get(ctx, PSKSecretName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,13 +200,13 @@ func testDeployBrokerTwice(t *testing.T, cs *clusterset) {
 			}
 		}
 	}
-	want := map[string]string{globalnetEnabledKey: "true", globalnetCIDRRangeKey: `"242.0.0.0/8"`, globalnetClusterSizeKey: "65536"}
+	want := map[string]string{api.GlobalnetEnabledKey: "true", api.GlobalnetCIDRRangeKey: `"242.0.0.0/8"`, api.GlobalnetClusterSizeKey: "65536"}
 	for k, v := range want {
 		if second.globalnet[k] != v {
 			t.Errorf("Globalnet ConfigMap %s = %q, want %q", k, second.globalnet[k], v)
 		}
 	}
-	if info2.BrokerURL != cs.broker.URL || info2.Namespace() != DefaultBrokerNamespace || !bytes.Equal(info2.CA(), cs.broker.CA) ||
+	if info2.BrokerURL != cs.broker.URL || info2.Namespace() != api.DefaultBrokerNamespace || !bytes.Equal(info2.CA(), cs.broker.CA) ||
 		!slices.Equal(info2.Components, []string{"connectivity", "globalnet", "service-discovery"}) {
 		t.Errorf("broker info: url %q ns %q components %v", info2.BrokerURL, info2.Namespace(), info2.Components)
 	}
@@ -236,7 +237,7 @@ func wantAllowed(t *testing.T, what string, err error) {
 
 func testBrokerTokenScope(t *testing.T, cs *clusterset) {
 	ctx := t.Context()
-	ns := DefaultBrokerNamespace
+	ns := api.DefaultBrokerNamespace
 	kc, dc := client(t, cs.info.RESTConfig())
 	for _, gvr := range []schema.GroupVersionResource{submv1.ClusterResource, submv1.EndpointResource, serviceImportResource, endpointSliceResource} {
 		_, err := dc.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{})
@@ -253,7 +254,7 @@ func testBrokerTokenScope(t *testing.T, cs *clusterset) {
 	_, err = kc.DiscoveryV1().EndpointSlices(ns).Create(ctx, es, metav1.CreateOptions{})
 	wantAllowed(t, "create an EndpointSlice", err)
 	wantAllowed(t, "delete an EndpointSlice", kc.DiscoveryV1().EndpointSlices(ns).Delete(ctx, "probe", metav1.DeleteOptions{}))
-	_, err = kc.CoreV1().ConfigMaps(ns).Get(ctx, GlobalnetConfigMapName, metav1.GetOptions{})
+	_, err = kc.CoreV1().ConfigMaps(ns).Get(ctx, api.GlobalnetConfigMapName, metav1.GetOptions{})
 	wantAllowed(t, "get the Globalnet ConfigMap", err)
 
 	_, err = kc.CoreV1().Secrets(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{})
@@ -309,7 +310,7 @@ func testJoinRefusesBadFlags(t *testing.T, cs *clusterset) {
 		t.Errorf("no file: %v", err)
 	}
 	_, dc := client(t, cs.broker.Config())
-	list, err := dc.Resource(submv1.ClusterResource).Namespace(DefaultBrokerNamespace).List(t.Context(), metav1.ListOptions{})
+	list, err := dc.Resource(submv1.ClusterResource).Namespace(api.DefaultBrokerNamespace).List(t.Context(), metav1.ListOptions{})
 	if err != nil || len(list.Items) != 0 {
 		t.Errorf("refused joins left %d Clusters on the broker (%v)", len(list.Items), err)
 	}
@@ -318,7 +319,7 @@ func testJoinRefusesBadFlags(t *testing.T, cs *clusterset) {
 func clusterOnBroker(t *testing.T, cs *clusterset, id string) *submv1.Cluster {
 	t.Helper()
 	_, dc := client(t, cs.broker.Config())
-	u, err := dc.Resource(submv1.ClusterResource).Namespace(DefaultBrokerNamespace).Get(t.Context(), id, metav1.GetOptions{})
+	u, err := dc.Resource(submv1.ClusterResource).Namespace(api.DefaultBrokerNamespace).Get(t.Context(), id, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("Cluster %s on the broker: %v", id, err)
 	}
@@ -407,7 +408,7 @@ func testJoinParallel(t *testing.T, cs *clusterset) {
 			t.Fatalf("join %s: %v", id, err)
 		}
 	}
-	ac, err := LoadAgentConfig(ctx, kc1, AgentNamespace)
+	ac, err := api.LoadAgentConfig(ctx, kc1, api.AgentNamespace)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -436,7 +437,7 @@ func testJoinParallel(t *testing.T, cs *clusterset) {
 			t.Errorf("Cluster %s spec %+v, want pods %s services %s global %s", want.id, c.Spec, want.pods, want.services, cs.joined[want.id].GlobalCIDR)
 		}
 	}
-	if c := clusterOnBroker(t, cs, "c1"); c.Annotations[ClusterUIDAnnotation] != kubeSystemUID(t, cs.c1) || c.Labels[ClusterIDLabel] != "c1" {
+	if c := clusterOnBroker(t, cs, "c1"); c.Annotations[api.ClusterUIDAnnotation] != kubeSystemUID(t, cs.c1) || c.Labels[api.ClusterIDLabel] != "c1" {
 		t.Errorf("Cluster c1 annotations %v labels %v, want c1's kube-system UID and ID", c.Annotations, c.Labels)
 	}
 	got := []string{cs.joined["c1"].GlobalCIDR, cs.joined["c2"].GlobalCIDR, cs.joined["c3"].GlobalCIDR}
@@ -445,7 +446,7 @@ func testJoinParallel(t *testing.T, cs *clusterset) {
 		t.Errorf("global CIDRs %v, want the first three /16s of 242.0.0.0/8", got)
 	}
 	_, dc := client(t, cs.broker.Config())
-	list, err := dc.Resource(submv1.ClusterResource).Namespace(DefaultBrokerNamespace).List(ctx, metav1.ListOptions{})
+	list, err := dc.Resource(submv1.ClusterResource).Namespace(api.DefaultBrokerNamespace).List(ctx, metav1.ListOptions{})
 	if err != nil || len(list.Items) != 3 {
 		t.Errorf("%d Clusters on the broker (%v), want 3", len(list.Items), err)
 	}
@@ -455,23 +456,23 @@ func testAgentInstalled(t *testing.T, cs *clusterset) {
 	for _, m := range []*kubelocal.Server{cs.c1, cs.c2, cs.c3} {
 		kc, _ := client(t, m.Config())
 		ctx := t.Context()
-		if _, err := kc.CoreV1().ServiceAccounts(AgentNamespace).Get(ctx, AgentServiceAccount, metav1.GetOptions{}); err != nil {
+		if _, err := kc.CoreV1().ServiceAccounts(api.AgentNamespace).Get(ctx, api.AgentServiceAccount, metav1.GetOptions{}); err != nil {
 			t.Errorf("%s: %v", m.Name, err)
 		}
-		if _, err := kc.RbacV1().ClusterRoleBindings().Get(ctx, AgentServiceAccount, metav1.GetOptions{}); err != nil {
+		if _, err := kc.RbacV1().ClusterRoleBindings().Get(ctx, api.AgentServiceAccount, metav1.GetOptions{}); err != nil {
 			t.Errorf("%s: %v", m.Name, err)
 		}
-		if _, err := kc.RbacV1().RoleBindings(AgentNamespace).Get(ctx, AgentServiceAccount, metav1.GetOptions{}); err != nil {
+		if _, err := kc.RbacV1().RoleBindings(api.AgentNamespace).Get(ctx, api.AgentServiceAccount, metav1.GetOptions{}); err != nil {
 			t.Errorf("%s: %v", m.Name, err)
 		}
-		ac, err := LoadAgentConfig(ctx, kc, AgentNamespace)
+		ac, err := api.LoadAgentConfig(ctx, kc, api.AgentNamespace)
 		if err != nil {
 			t.Fatalf("%s: %v", m.Name, err)
 		}
 		if fmt.Sprintf("%+v", ac) != fmt.Sprintf("%+v", cs.joined[m.Name]) {
 			t.Errorf("%s: loaded\n%+v\nwant what Join returned\n%+v", m.Name, ac, cs.joined[m.Name])
 		}
-		if ac.PSK != cs.info.PSK() || ac.BrokerNamespace != DefaultBrokerNamespace || !ac.ServiceDiscovery || ac.GlobalCIDR == "" {
+		if ac.PSK != cs.info.PSK() || ac.BrokerNamespace != api.DefaultBrokerNamespace || !ac.ServiceDiscovery || ac.GlobalCIDR == "" {
 			t.Errorf("%s: %+v", m.Name, ac)
 		}
 		_, bdc := client(t, ac.BrokerConfig())
@@ -480,8 +481,8 @@ func testAgentInstalled(t *testing.T, cs *clusterset) {
 			t.Errorf("%s: BrokerConfig lists %d Clusters (%v), want 3", m.Name, len(list.Items), err)
 		}
 	}
-	if d := cs.joined["c2"].CableDriver; d != DefaultCableDriver {
-		t.Errorf("c2 without --cable-driver has %q, want %q", d, DefaultCableDriver)
+	if d := cs.joined["c2"].CableDriver; d != api.DefaultCableDriver {
+		t.Errorf("c2 without --cable-driver has %q, want %q", d, api.DefaultCableDriver)
 	}
 }
 
@@ -489,7 +490,7 @@ func testAgentRBAC(t *testing.T, cs *clusterset) {
 	ctx := t.Context()
 	admin, _ := client(t, cs.c1.Config())
 	secs := int64(600)
-	tr, err := admin.CoreV1().ServiceAccounts(AgentNamespace).CreateToken(ctx, AgentServiceAccount,
+	tr, err := admin.CoreV1().ServiceAccounts(api.AgentNamespace).CreateToken(ctx, api.AgentServiceAccount,
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &secs}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -503,7 +504,7 @@ func testAgentRBAC(t *testing.T, cs *clusterset) {
 	wantAllowed(t, "list services", err)
 	_, err = agent.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	wantAllowed(t, "list nodes", err)
-	_, err = LoadAgentConfig(ctx, agent, AgentNamespace)
+	_, err = api.LoadAgentConfig(ctx, agent, api.AgentNamespace)
 	wantAllowed(t, "read its own Secret", err)
 
 	mcsAdmin, err := mcsclient.NewForConfig(cs.c1.Config())
@@ -529,7 +530,7 @@ func testAgentRBAC(t *testing.T, cs *clusterset) {
 	wantForbidden(t, "list secrets in kube-system", err)
 	_, err = agent.CoreV1().Secrets(metav1.NamespaceDefault).Get(ctx, "anything", metav1.GetOptions{})
 	wantForbidden(t, "get a secret in default", err)
-	_, err = agent.CoreV1().Secrets(AgentNamespace).Get(ctx, "another", metav1.GetOptions{})
+	_, err = agent.CoreV1().Secrets(api.AgentNamespace).Get(ctx, "another", metav1.GetOptions{})
 	wantForbidden(t, "get another secret in its namespace", err)
 	_, err = agent.CoreV1().ConfigMaps(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{})
 	wantForbidden(t, "list configmaps", err)
@@ -566,7 +567,7 @@ func testJoinRefusesConflicts(t *testing.T, cs *clusterset) {
 		t.Errorf("c1 asking for another global CIDR: %v", err)
 	}
 	_, dc := client(t, cs.broker.Config())
-	if _, err := dc.Resource(submv1.ClusterResource).Namespace(DefaultBrokerNamespace).Get(ctx, "c4", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := dc.Resource(submv1.ClusterResource).Namespace(api.DefaultBrokerNamespace).Get(ctx, "c4", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("refused joins left Cluster c4: %v", err)
 	}
 }
@@ -574,7 +575,7 @@ func testJoinRefusesConflicts(t *testing.T, cs *clusterset) {
 func globalnetClusters(t *testing.T, cs *clusterset) *globalnetInfo {
 	t.Helper()
 	kc, _ := client(t, cs.broker.Config())
-	g, _, err := readGlobalnet(t.Context(), kc, DefaultBrokerNamespace)
+	g, _, err := readGlobalnet(t.Context(), kc, api.DefaultBrokerNamespace)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -623,19 +624,19 @@ func memberState(t *testing.T, s *kubelocal.Server) map[string]string {
 		}
 		out[what] = obj.GetResourceVersion()
 	}
-	ds, err := kc.AppsV1().DaemonSets(AgentNamespace).Get(ctx, AgentDaemonSet, metav1.GetOptions{})
+	ds, err := kc.AppsV1().DaemonSets(api.AgentNamespace).Get(ctx, AgentDaemonSet, metav1.GetOptions{})
 	get("DaemonSet", ds, err)
-	d, err := kc.AppsV1().Deployments(AgentNamespace).Get(ctx, DNSDeployment, metav1.GetOptions{})
+	d, err := kc.AppsV1().Deployments(api.AgentNamespace).Get(ctx, DNSDeployment, metav1.GetOptions{})
 	get("Deployment", d, err)
-	svc, err := kc.CoreV1().Services(AgentNamespace).Get(ctx, DNSService, metav1.GetOptions{})
+	svc, err := kc.CoreV1().Services(api.AgentNamespace).Get(ctx, DNSService, metav1.GetOptions{})
 	get("Service", svc, err)
 	cm, err := kc.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(ctx, CoreDNSConfigMap, metav1.GetOptions{})
 	get("CoreDNS ConfigMap", cm, err)
-	sec, err := kc.CoreV1().Secrets(AgentNamespace).Get(ctx, AgentSecretName, metav1.GetOptions{})
+	sec, err := kc.CoreV1().Secrets(api.AgentNamespace).Get(ctx, api.AgentSecretName, metav1.GetOptions{})
 	get("Secret", sec, err)
 	cr, err := kc.RbacV1().ClusterRoles().Get(ctx, DNSServiceAccount, metav1.GetOptions{})
 	get("dnsd ClusterRole", cr, err)
-	ns, err := kc.CoreV1().Namespaces().Get(ctx, AgentNamespace, metav1.GetOptions{})
+	ns, err := kc.CoreV1().Namespaces().Get(ctx, api.AgentNamespace, metav1.GetOptions{})
 	get("Namespace", ns, err)
 	return out
 }
@@ -643,15 +644,15 @@ func memberState(t *testing.T, s *kubelocal.Server) map[string]string {
 func testMemberDeployed(t *testing.T, cs *clusterset) {
 	ctx := t.Context()
 	kc, _ := client(t, cs.c1.Config())
-	ds, err := kc.AppsV1().DaemonSets(AgentNamespace).Get(ctx, AgentDaemonSet, metav1.GetOptions{})
+	ds, err := kc.AppsV1().DaemonSets(api.AgentNamespace).Get(ctx, AgentDaemonSet, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	pod := ds.Spec.Template.Spec
-	if pod.Containers[0].Image != c1Image || pod.NodeSelector[GatewayLabel] != "true" || !pod.HostNetwork || pod.ServiceAccountName != AgentServiceAccount {
+	if pod.Containers[0].Image != c1Image || pod.NodeSelector[GatewayLabel] != "true" || !pod.HostNetwork || pod.ServiceAccountName != api.AgentServiceAccount {
 		t.Errorf("DaemonSet runs %s on %v (host network %v) as %s", pod.Containers[0].Image, pod.NodeSelector, pod.HostNetwork, pod.ServiceAccountName)
 	}
-	d, err := kc.AppsV1().Deployments(AgentNamespace).Get(ctx, DNSDeployment, metav1.GetOptions{})
+	d, err := kc.AppsV1().Deployments(api.AgentNamespace).Get(ctx, DNSDeployment, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -659,7 +660,7 @@ func testMemberDeployed(t *testing.T, cs *clusterset) {
 		t.Errorf("dnsd Deployment: %d replicas of %s as %s", *d.Spec.Replicas, d.Spec.Template.Spec.Containers[0].Image, d.Spec.Template.Spec.ServiceAccountName)
 	}
 	// dnsd's flags come from the agent Secret's keys through the kubelet.
-	sec, err := kc.CoreV1().Secrets(AgentNamespace).Get(ctx, AgentSecretName, metav1.GetOptions{})
+	sec, err := kc.CoreV1().Secrets(api.AgentNamespace).Get(ctx, api.AgentSecretName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -667,17 +668,17 @@ func testMemberDeployed(t *testing.T, cs *clusterset) {
 	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
 		if r := e.ValueFrom; r != nil && r.SecretKeyRef != nil {
 			refs++
-			if r.SecretKeyRef.Name != AgentSecretName {
+			if r.SecretKeyRef.Name != api.AgentSecretName {
 				t.Errorf("dnsd's %s comes from Secret %s", e.Name, r.SecretKeyRef.Name)
 			} else if _, ok := sec.Data[r.SecretKeyRef.Key]; !ok {
 				t.Errorf("dnsd's %s comes from key %q, which the agent Secret lacks", e.Name, r.SecretKeyRef.Key)
 			}
 		}
 	}
-	if refs != 2 || string(sec.Data[agentGlobalnetKey]) != "true" || string(sec.Data[agentClusterIDKey]) != "c1" {
-		t.Errorf("%d keys from the Secret; globalnet %q, cluster ID %q", refs, sec.Data[agentGlobalnetKey], sec.Data[agentClusterIDKey])
+	if refs != 2 || string(sec.Data[api.AgentGlobalnetKey]) != "true" || string(sec.Data[api.AgentClusterIDKey]) != "c1" {
+		t.Errorf("%d keys from the Secret; globalnet %q, cluster ID %q", refs, sec.Data[api.AgentGlobalnetKey], sec.Data[api.AgentClusterIDKey])
 	}
-	svc, err := kc.CoreV1().Services(AgentNamespace).Get(ctx, DNSService, metav1.GetOptions{})
+	svc, err := kc.CoreV1().Services(api.AgentNamespace).Get(ctx, DNSService, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -695,7 +696,7 @@ func testMemberDeployed(t *testing.T, cs *clusterset) {
 	}
 
 	kc2, _ := client(t, cs.c2.Config())
-	if _, err := kc2.AppsV1().DaemonSets(AgentNamespace).Get(ctx, AgentDaemonSet, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := kc2.AppsV1().DaemonSets(api.AgentNamespace).Get(ctx, AgentDaemonSet, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("c2, joined without DeployMember, has the agent DaemonSet (%v)", err)
 	}
 
@@ -722,7 +723,7 @@ func testMemberDeployed(t *testing.T, cs *clusterset) {
 		t.Errorf("deploying into a cluster that never joined: %v", err)
 	}
 	kcb, _ := client(t, cs.broker.Config())
-	if _, err := kcb.AppsV1().DaemonSets(AgentNamespace).Get(ctx, AgentDaemonSet, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := kcb.AppsV1().DaemonSets(api.AgentNamespace).Get(ctx, AgentDaemonSet, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the refused deploy left a DaemonSet on the broker (%v)", err)
 	}
 }
@@ -744,7 +745,7 @@ func serviceAccountConfig(t *testing.T, cfg *rest.Config, ns, name string) *rest
 
 func testDNSRBAC(t *testing.T, cs *clusterset) {
 	ctx := t.Context()
-	cfg := serviceAccountConfig(t, cs.c1.Config(), AgentNamespace, DNSServiceAccount)
+	cfg := serviceAccountConfig(t, cs.c1.Config(), api.AgentNamespace, DNSServiceAccount)
 	kc, dc := client(t, cfg)
 	mcs, err := mcsclient.NewForConfig(cfg)
 	if err != nil {
@@ -754,10 +755,10 @@ func testDNSRBAC(t *testing.T, cs *clusterset) {
 	wantAllowed(t, "list serviceimports", err)
 	_, err = kc.DiscoveryV1().EndpointSlices(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 	wantAllowed(t, "list endpointslices", err)
-	_, err = dc.Resource(submv1.GatewayResource).Namespace(AgentNamespace).List(ctx, metav1.ListOptions{})
+	_, err = dc.Resource(submv1.GatewayResource).Namespace(api.AgentNamespace).List(ctx, metav1.ListOptions{})
 	wantAllowed(t, "list the gateways", err)
 
-	_, err = kc.CoreV1().Secrets(AgentNamespace).Get(ctx, AgentSecretName, metav1.GetOptions{})
+	_, err = kc.CoreV1().Secrets(api.AgentNamespace).Get(ctx, api.AgentSecretName, metav1.GetOptions{})
 	wantForbidden(t, "get the agent Secret", err)
 	_, err = dc.Resource(submv1.GatewayResource).Namespace(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
 	wantForbidden(t, "list gateways in another namespace", err)
@@ -821,7 +822,7 @@ func testDryRun(t *testing.T, cs *clusterset) {
 		return out
 	}
 	dryRun(cs.broker, "the broker base", manifests("broker", deploy.ManifestOptions{}))
-	dryRun(cs.broker, "deploy-broker's access objects", access(brokerAccessObjects(DefaultBrokerNamespace)))
+	dryRun(cs.broker, "deploy-broker's access objects", access(brokerAccessObjects(api.DefaultBrokerNamespace)))
 	for _, base := range []string{"agent", "dnsd", MemberManifests} {
 		dryRun(cs.c1, "the "+base+" base", manifests(base, deploy.ManifestOptions{}))
 	}
@@ -834,7 +835,7 @@ func testDryRun(t *testing.T, cs *clusterset) {
 	dryRun(cs.c2, "DeployMember's workloads", workloads)
 	kc1, _ := client(t, cs.c1.Config())
 	secret := agentSecret(cs.joined["c1"])
-	if _, err := kc1.CoreV1().Secrets(AgentNamespace).Apply(ctx, secret, metav1.ApplyOptions{FieldManager: deploy.FieldManager, Force: true, DryRun: []string{metav1.DryRunAll}}); err != nil {
+	if _, err := kc1.CoreV1().Secrets(api.AgentNamespace).Apply(ctx, secret, metav1.ApplyOptions{FieldManager: deploy.FieldManager, Force: true, DryRun: []string{metav1.DryRunAll}}); err != nil {
 		t.Errorf("the agent Secret: %v", err)
 	}
 	// The Kind lab's workloads: their namespace for real (and its default
@@ -855,7 +856,7 @@ func testDryRun(t *testing.T, cs *clusterset) {
 		dryRun(cs.c2, "the Kind lab's "+name, objs[1:])
 	}
 
-	if _, err := kc2.AppsV1().DaemonSets(AgentNamespace).Get(ctx, AgentDaemonSet, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := kc2.AppsV1().DaemonSets(api.AgentNamespace).Get(ctx, AgentDaemonSet, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("a dry run stored the DaemonSet on c2 (%v)", err)
 	}
 	// A dry run is a real check: the API server refuses what it would.
@@ -905,7 +906,7 @@ func testRejoin(t *testing.T, cs *clusterset) {
 		t.Fatal(err)
 	}
 	kc2, _ := client(t, cs.c2.Config())
-	if _, err := kc2.AppsV1().DaemonSets(AgentNamespace).Get(t.Context(), AgentDaemonSet, metav1.GetOptions{}); !apierrors.IsNotFound(err) || !strings.Contains(out, "not deployed (--no-deploy)") {
+	if _, err := kc2.AppsV1().DaemonSets(api.AgentNamespace).Get(t.Context(), AgentDaemonSet, metav1.GetOptions{}); !apierrors.IsNotFound(err) || !strings.Contains(out, "not deployed (--no-deploy)") {
 		t.Errorf("join --no-deploy: DaemonSet %v, output %q", err, out)
 	}
 	// A new --image rolls the agent and dnsd onto it.
@@ -913,7 +914,7 @@ func testRejoin(t *testing.T, cs *clusterset) {
 		t.Fatal(err)
 	}
 	kc, _ := client(t, cs.c1.Config())
-	ds, err := kc.AppsV1().DaemonSets(AgentNamespace).Get(t.Context(), AgentDaemonSet, metav1.GetOptions{})
+	ds, err := kc.AppsV1().DaemonSets(api.AgentNamespace).Get(t.Context(), AgentDaemonSet, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -930,7 +931,7 @@ func testConcurrentAllocation(t *testing.T, cs *clusterset) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			got[i], errs[i] = recordGlobalCIDR(t.Context(), kc, DefaultBrokerNamespace, fmt.Sprint("p", i), netip.Prefix{})
+			got[i], errs[i] = recordGlobalCIDR(t.Context(), kc, api.DefaultBrokerNamespace, fmt.Sprint("p", i), netip.Prefix{})
 		})
 	}
 	wg.Wait()
@@ -956,7 +957,7 @@ func testConcurrentAllocation(t *testing.T, cs *clusterset) {
 		}
 	}
 	for i := range n {
-		if err := releaseGlobalCIDR(t.Context(), kc, DefaultBrokerNamespace, fmt.Sprint("p", i)); err != nil {
+		if err := releaseGlobalCIDR(t.Context(), kc, api.DefaultBrokerNamespace, fmt.Sprint("p", i)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -967,7 +968,7 @@ func testConcurrentAllocation(t *testing.T, cs *clusterset) {
 
 func testLeave(t *testing.T, cs *clusterset) {
 	ctx := t.Context()
-	ns := DefaultBrokerNamespace
+	ns := api.DefaultBrokerNamespace
 	kc, dc := client(t, cs.info.RESTConfig())
 	mcs, err := mcsclient.NewForConfig(cs.info.RESTConfig())
 	if err != nil {

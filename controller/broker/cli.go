@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/snorkel-net/snorkel/controller/api"
 	"github.com/snorkel-net/snorkel/deploy"
 	"github.com/snorkel-net/snorkel/transport"
 )
@@ -35,7 +36,7 @@ func RunDeployBroker(args []string, out io.Writer) error {
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file of the broker cluster (default $KUBECONFIG or ~/.kube/config)")
 	kubeContext := fs.String("context", "", "kubeconfig context of the broker cluster (default the current context)")
 	var o BrokerOptions
-	fs.StringVar(&o.Namespace, "namespace", DefaultBrokerNamespace, "broker namespace")
+	fs.StringVar(&o.Namespace, "namespace", api.DefaultBrokerNamespace, "broker namespace")
 	fs.BoolVar(&o.Globalnet, "globalnet", false, "turn on Globalnet, for clusters whose Pod or Service CIDRs overlap")
 	fs.StringVar(&o.GlobalnetCIDRRange, "globalnet-cidr-range", DefaultGlobalnetCIDRRange, "range the clusters' global CIDRs come from")
 	fs.Uint64Var(&o.GlobalnetClusterSize, "default-globalnet-cluster-size", DefaultGlobalnetClusterSize, "global IPs per cluster (rounded up to a power of two)")
@@ -86,7 +87,7 @@ func RunJoin(args []string, out io.Writer) error {
 	var o JoinOptions
 	fs.StringVar(&o.ClusterID, "clusterid", "", "this cluster's ID in the clusterset (a DNS-1123 label)")
 	fs.StringVar(&o.GlobalCIDR, "globalnet-cidr", "", "this cluster's global CIDR under Globalnet (default the first free block)")
-	fs.StringVar(&o.CableDriver, "cable-driver", DefaultCableDriver, "gateway transport: "+strings.Join(transport.Kinds, ", "))
+	fs.StringVar(&o.CableDriver, "cable-driver", api.DefaultCableDriver, "gateway transport: "+strings.Join(transport.Kinds, ", "))
 	clusterCIDR := fs.String("clustercidr", "", "this cluster's Pod CIDRs, comma-separated (default what the cluster tells)")
 	serviceCIDR := fs.String("servicecidr", "", "this cluster's Service CIDRs, comma-separated (default what the cluster tells)")
 	var mo MemberOptions
@@ -126,7 +127,7 @@ func RunJoin(args []string, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "cluster %s joined the broker at %s (namespace %s): pods %s, services %s%s, cable driver %s\n",
 		ac.ClusterID, ac.BrokerURL, ac.BrokerNamespace, strings.Join(ac.ClusterCIDRs, ","), strings.Join(ac.ServiceCIDRs, ","), global, ac.CableDriver)
-	fmt.Fprintf(out, "agent configuration in Secret %s/%s, ServiceAccount %s\n", AgentNamespace, AgentSecretName, AgentServiceAccount)
+	fmt.Fprintf(out, "agent configuration in Secret %s/%s, ServiceAccount %s\n", api.AgentNamespace, api.AgentSecretName, api.AgentServiceAccount)
 	if *noDeploy {
 		fmt.Fprintf(out, "not deployed (--no-deploy): run the agent and dnsd with `kubectl apply -k deploy/kustomize/member`, and forward %s to dnsd in the cluster's DNS\n", ClustersetZone)
 		return nil
@@ -143,7 +144,7 @@ func RunJoin(args []string, out io.Writer) error {
 // the user.
 func printMemberDeployment(out io.Writer, d *MemberDeployment) {
 	fmt.Fprintf(out, "deployed %s: DaemonSet %s/%s on the nodes labelled %s=true, dnsd (Deployment %s) at %s\n",
-		d.Image, AgentNamespace, AgentDaemonSet, GatewayLabel, DNSDeployment, d.DNSAddress)
+		d.Image, api.AgentNamespace, AgentDaemonSet, GatewayLabel, DNSDeployment, d.DNSAddress)
 	switch d.CoreDNS {
 	case CoreDNSUpdated:
 		fmt.Fprintf(out, "CoreDNS (%s/%s) now forwards %s to %s\n", metav1.NamespaceSystem, CoreDNSConfigMap, ClustersetZone, d.DNSAddress)

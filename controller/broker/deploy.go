@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/snorkel-net/snorkel/controller/api"
 	"github.com/snorkel-net/snorkel/deploy"
 )
 
@@ -38,7 +39,7 @@ const DefaultTokenExpiry = 365 * 24 * time.Hour
 
 // BrokerOptions configures Deploy. Zero fields take the defaults.
 type BrokerOptions struct {
-	// Namespace is the broker namespace; default DefaultBrokerNamespace.
+	// Namespace is the broker namespace; default api.DefaultBrokerNamespace.
 	Namespace string
 	// Globalnet turns Globalnet on for the clusterset.
 	Globalnet bool
@@ -73,7 +74,7 @@ type Deployment struct {
 
 func (o *BrokerOptions) defaults() {
 	if o.Namespace == "" {
-		o.Namespace = DefaultBrokerNamespace
+		o.Namespace = api.DefaultBrokerNamespace
 	}
 	if o.GlobalnetCIDRRange == "" {
 		o.GlobalnetCIDRRange = DefaultGlobalnetCIDRRange
@@ -166,9 +167,9 @@ func (o *BrokerOptions) check() (netip.Prefix, uint64, error) {
 // ServiceAccount token Secret, the key as subctl wraps it, and the
 // components subctl lists.
 func newInfo(brokerURL, ns, token string, ca, psk []byte, globalnet bool) *Info {
-	components := []string{ComponentConnectivity, ComponentServiceDiscovery}
+	components := []string{api.ComponentConnectivity, api.ComponentServiceDiscovery}
 	if globalnet {
-		components = append(components, ComponentGlobalnet)
+		components = append(components, api.ComponentGlobalnet)
 	}
 	slices.Sort(components)
 	return &Info{
@@ -191,7 +192,7 @@ func newInfo(brokerURL, ns, token string, ca, psk []byte, globalnet bool) *Info 
 // ValidateNamespace checks a broker namespace name.
 func ValidateNamespace(ns string) error {
 	if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
-		return fmt.Errorf("--namespace %q is not a valid namespace name: use lower-case letters, digits and '-' (a DNS-1123 label), e.g. %q", ns, DefaultBrokerNamespace)
+		return fmt.Errorf("--namespace %q is not a valid namespace name: use lower-case letters, digits and '-' (a DNS-1123 label), e.g. %q", ns, api.DefaultBrokerNamespace)
 	}
 	return nil
 }
@@ -247,7 +248,7 @@ func ensureGlobalnetConfigMap(ctx context.Context, kc kubernetes.Interface, want
 			return fmt.Errorf("the broker already runs with %s, and clusters hold global CIDRs from it (%s): deploy it with the same Globalnet flags, or make those clusters leave first",
 				describeGlobalnet(cur), strings.Join(ids, ", "))
 		}
-		for _, k := range []string{globalnetEnabledKey, globalnetCIDRRangeKey, globalnetClusterSizeKey} {
+		for _, k := range []string{api.GlobalnetEnabledKey, api.GlobalnetCIDRRangeKey, api.GlobalnetClusterSizeKey} {
 			delete(have.Data, k)
 		}
 		if have.Data == nil {

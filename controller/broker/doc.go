@@ -4,7 +4,7 @@
 // bookkeeping) and describes it in a broker-info.subm file; Join registers a
 // member cluster with the broker, using only what that file grants, and
 // installs into the member what its agent needs (the CRDs, least-privilege
-// ServiceAccounts and the agent's configuration, AgentConfig); DeployMember
+// ServiceAccounts and the agent's configuration, api.AgentConfig); DeployMember
 // runs Snorkel there (the agent DaemonSet and dnsd, from the manifests in
 // package deploy, and CoreDNS's forward of clusterset.local to dnsd); Leave
 // undoes a member's registration.

@@ -19,17 +19,14 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/snorkel-net/snorkel/controller/api"
 	"github.com/snorkel-net/snorkel/deploy"
 )
 
-// The Globalnet ConfigMap in the broker namespace, as Submariner keeps it.
-const (
-	GlobalnetConfigMapName  = "submariner-globalnet-info"
-	globalnetEnabledKey     = "globalnetEnabled"
-	globalnetCIDRRangeKey   = "globalnetCidrRange"
-	globalnetClusterSizeKey = "globalnetClusterSize"
-	clusterInfoKey          = "clusterinfo"
-)
+// clusterInfoKey is the key of the Globalnet ConfigMap
+// (api.GlobalnetConfigMapName) under which the clusters' global CIDRs are
+// recorded; only the broker verbs read it.
+const clusterInfoKey = "clusterinfo"
 
 // Globalnet defaults, as Submariner's.
 const (
@@ -97,7 +94,7 @@ func (g *globalnetInfo) taken(except string) (map[netip.Prefix]string, error) {
 		for _, s := range c.CIDRs {
 			p, err := netip.ParsePrefix(s)
 			if err != nil {
-				return nil, fmt.Errorf("ConfigMap %s: cluster %q has global CIDR %q: %w; correct or remove that entry", GlobalnetConfigMapName, c.ClusterID, s, err)
+				return nil, fmt.Errorf("ConfigMap %s: cluster %q has global CIDR %q: %w; correct or remove that entry", api.GlobalnetConfigMapName, c.ClusterID, s, err)
 			}
 			out[p.Masked()] = c.ClusterID
 		}
@@ -152,17 +149,17 @@ func checkGlobalRange(p netip.Prefix) error {
 func newGlobalnetConfigMap(ns string, enabled bool, cidrRange netip.Prefix, size uint64) *corev1.ConfigMap {
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      GlobalnetConfigMapName,
+			Name:      api.GlobalnetConfigMapName,
 			Namespace: ns,
 			Labels:    map[string]string{"component": "submariner-globalnet"},
 		},
-		Data: map[string]string{globalnetEnabledKey: "false"},
+		Data: map[string]string{api.GlobalnetEnabledKey: "false"},
 	}
 	if enabled {
 		r, _ := json.Marshal(cidrRange.String())
-		cm.Data[globalnetEnabledKey] = "true"
-		cm.Data[globalnetCIDRRangeKey] = string(r)
-		cm.Data[globalnetClusterSizeKey] = strconv.FormatUint(size, 10)
+		cm.Data[api.GlobalnetEnabledKey] = "true"
+		cm.Data[api.GlobalnetCIDRRangeKey] = string(r)
+		cm.Data[api.GlobalnetClusterSizeKey] = strconv.FormatUint(size, 10)
 	}
 	return cm
 }
@@ -174,10 +171,10 @@ func parseGlobalnetConfigMap(cm *corev1.ConfigMap) (*globalnetInfo, error) {
 	where := func(key string) string {
 		return fmt.Sprintf("ConfigMap %s/%s key %s", cm.Namespace, cm.Name, key)
 	}
-	if v := strings.TrimSpace(cm.Data[globalnetEnabledKey]); v != "" {
+	if v := strings.TrimSpace(cm.Data[api.GlobalnetEnabledKey]); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %q is not true or false; run `snorkel deploy-broker` again", where(globalnetEnabledKey), v)
+			return nil, fmt.Errorf("%s: %q is not true or false; run `snorkel deploy-broker` again", where(api.GlobalnetEnabledKey), v)
 		}
 		g.Enabled = b
 	}
@@ -189,18 +186,18 @@ func parseGlobalnetConfigMap(cm *corev1.ConfigMap) (*globalnetInfo, error) {
 	if !g.Enabled {
 		return g, nil
 	}
-	r := strings.TrimSpace(cm.Data[globalnetCIDRRangeKey])
+	r := strings.TrimSpace(cm.Data[api.GlobalnetCIDRRangeKey])
 	if unq, err := strconv.Unquote(r); err == nil {
 		r = unq
 	}
 	p, err := netip.ParsePrefix(r)
 	if err != nil || !p.Addr().Is4() {
-		return nil, fmt.Errorf("%s: %q is not an IPv4 CIDR; run `snorkel deploy-broker` again", where(globalnetCIDRRangeKey), r)
+		return nil, fmt.Errorf("%s: %q is not an IPv4 CIDR; run `snorkel deploy-broker` again", where(api.GlobalnetCIDRRangeKey), r)
 	}
 	g.Range = p.Masked()
-	size, err := strconv.ParseUint(strings.TrimSpace(cm.Data[globalnetClusterSizeKey]), 10, 64)
+	size, err := strconv.ParseUint(strings.TrimSpace(cm.Data[api.GlobalnetClusterSizeKey]), 10, 64)
 	if err != nil || size == 0 || size&(size-1) != 0 || size > uint64(1)<<(32-p.Bits()) {
-		return nil, fmt.Errorf("%s: %q is not a power of two that fits %s; run `snorkel deploy-broker` again", where(globalnetClusterSizeKey), cm.Data[globalnetClusterSizeKey], p)
+		return nil, fmt.Errorf("%s: %q is not a power of two that fits %s; run `snorkel deploy-broker` again", where(api.GlobalnetClusterSizeKey), cm.Data[api.GlobalnetClusterSizeKey], p)
 	}
 	g.ClusterSize = size
 	return g, nil
@@ -300,12 +297,12 @@ var errGlobalnetOff = errors.New("globalnet off")
 // readGlobalnet reads the broker's Globalnet settings; a broker without the
 // ConfigMap has Globalnet off.
 func readGlobalnet(ctx context.Context, kc kubernetes.Interface, ns string) (*globalnetInfo, *corev1.ConfigMap, error) {
-	cm, err := kc.CoreV1().ConfigMaps(ns).Get(ctx, GlobalnetConfigMapName, metav1.GetOptions{})
+	cm, err := kc.CoreV1().ConfigMaps(ns).Get(ctx, api.GlobalnetConfigMapName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return &globalnetInfo{}, nil, nil
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("reading the broker's Globalnet ConfigMap %s/%s: %w", ns, GlobalnetConfigMapName, err)
+		return nil, nil, fmt.Errorf("reading the broker's Globalnet ConfigMap %s/%s: %w", ns, api.GlobalnetConfigMapName, err)
 	}
 	g, err := parseGlobalnetConfigMap(cm)
 	return g, cm, err

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/snorkel-net/snorkel/controller/api"
 )
 
 func gInfo(rangeCIDR string, size uint64, held ...string) *globalnetInfo {
@@ -143,7 +145,7 @@ func TestValidateGlobalnetSettingsRoundsUpAndRefusesBadRanges(t *testing.T) {
 
 func TestGlobalnetConfigMapKeepsSubmarinersFormat(t *testing.T) {
 	cm := newGlobalnetConfigMap("ns", true, netip.MustParsePrefix("242.0.0.0/8"), 65536)
-	if cm.Data[globalnetEnabledKey] != "true" || cm.Data[globalnetCIDRRangeKey] != `"242.0.0.0/8"` || cm.Data[globalnetClusterSizeKey] != "65536" {
+	if cm.Data[api.GlobalnetEnabledKey] != "true" || cm.Data[api.GlobalnetCIDRRangeKey] != `"242.0.0.0/8"` || cm.Data[api.GlobalnetClusterSizeKey] != "65536" {
 		t.Errorf("data %v, want Submariner's: enabled true, the range JSON-quoted, the size in decimal", cm.Data)
 	}
 	g, err := parseGlobalnetConfigMap(cm)
@@ -160,7 +162,7 @@ func TestGlobalnetConfigMapKeepsSubmarinersFormat(t *testing.T) {
 	}
 	// Written by hand, with the range unquoted.
 	hand := &corev1.ConfigMap{Data: map[string]string{
-		globalnetEnabledKey: "true", globalnetCIDRRangeKey: "242.0.0.0/8", globalnetClusterSizeKey: "65536",
+		api.GlobalnetEnabledKey: "true", api.GlobalnetCIDRRangeKey: "242.0.0.0/8", api.GlobalnetClusterSizeKey: "65536",
 		clusterInfoKey: `[{"cluster_id":"a","global_cidr":["242.3.0.0/16"]}]`,
 	}}
 	g, err = parseGlobalnetConfigMap(hand)
@@ -171,11 +173,11 @@ func TestGlobalnetConfigMapKeepsSubmarinersFormat(t *testing.T) {
 		t.Errorf("lookup a = %v %v", p, ok)
 	}
 	off := newGlobalnetConfigMap("ns", false, netip.Prefix{}, 0)
-	if len(off.Data) != 1 || off.Data[globalnetEnabledKey] != "false" {
+	if len(off.Data) != 1 || off.Data[api.GlobalnetEnabledKey] != "false" {
 		t.Errorf("Globalnet off: %v, want only globalnetEnabled=false", off.Data)
 	}
-	hand.Data[globalnetClusterSizeKey] = "1000"
-	if _, err := parseGlobalnetConfigMap(hand); err == nil || !strings.Contains(err.Error(), globalnetClusterSizeKey) {
-		t.Errorf("size 1000: %v, want an error naming %s", err, globalnetClusterSizeKey)
+	hand.Data[api.GlobalnetClusterSizeKey] = "1000"
+	if _, err := parseGlobalnetConfigMap(hand); err == nil || !strings.Contains(err.Error(), api.GlobalnetClusterSizeKey) {
+		t.Errorf("size 1000: %v, want an error naming %s", err, api.GlobalnetClusterSizeKey)
 	}
 }

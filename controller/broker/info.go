@@ -19,19 +19,13 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 
+	"github.com/snorkel-net/snorkel/controller/api"
 	"github.com/snorkel-net/snorkel/transport/esp/ike"
 )
 
 // InfoFileName is the name subctl and Snorkel give the broker information
 // file by default.
 const InfoFileName = "broker-info.subm"
-
-// Components a broker can offer, as subctl names them in Info.Components.
-const (
-	ComponentConnectivity     = "connectivity"
-	ComponentServiceDiscovery = "service-discovery"
-	ComponentGlobalnet        = "globalnet"
-)
 
 // Keys of the ClientToken and IPSecPSK Secrets.
 const (
@@ -293,23 +287,11 @@ func (in *Info) PSK() string { return base64.StdEncoding.EncodeToString(in.IPSec
 // IsServiceDiscoveryEnabled reports whether the broker offers service
 // discovery, by either of the ways subctl records it.
 func (in *Info) IsServiceDiscoveryEnabled() bool {
-	return in.ServiceDiscovery || slices.Contains(in.Components, ComponentServiceDiscovery)
+	return in.ServiceDiscovery || slices.Contains(in.Components, api.ComponentServiceDiscovery)
 }
 
 // RESTConfig is a client configuration for the broker with the file's token,
 // trusting the file's CA (or the system's roots if it has none).
 func (in *Info) RESTConfig() *rest.Config {
-	return brokerRESTConfig(in.BrokerURL, in.Token(), in.CA())
-}
-
-func brokerRESTConfig(url, token string, ca []byte) *rest.Config {
-	return &rest.Config{
-		Host:            url,
-		BearerToken:     token,
-		TLSClientConfig: rest.TLSClientConfig{CAData: ca},
-		UserAgent:       "snorkel",
-		// Joins racing for the Globalnet ConfigMap retry in bursts.
-		QPS:   50,
-		Burst: 100,
-	}
+	return api.BrokerRESTConfig(in.BrokerURL, in.Token(), in.CA())
 }

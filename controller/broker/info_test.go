@@ -20,6 +20,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/snorkel-net/snorkel/controller/api"
 )
 
 // subctlFile is a broker-info.subm as subctl writes it: its struct tags
@@ -106,7 +108,7 @@ func TestEncodeWritesSubctlKeysAndURLBase64(t *testing.T) {
 		},
 		IPSecPSK:         &corev1.Secret{Data: map[string][]byte{pskKey: []byte("0123456789abcdef0123456789abcdef")}},
 		ServiceDiscovery: true,
-		Components:       []string{ComponentConnectivity, ComponentServiceDiscovery},
+		Components:       []string{api.ComponentConnectivity, api.ComponentServiceDiscovery},
 		CustomDomains:    &[]string{"~~~"},
 	}
 	b, err := in.Encode()

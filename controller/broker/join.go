@@ -18,19 +18,10 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/snorkel-net/snorkel/controller/api"
 	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
 	"github.com/snorkel-net/snorkel/deploy"
 )
-
-// ClusterUIDAnnotation, on a Cluster object in the broker namespace,
-// records the UID of the kube-system namespace of the cluster that joined
-// under that ID: another cluster cannot take the ID, the same one can join
-// again.
-const ClusterUIDAnnotation = "snorkel.io/kube-system-uid"
-
-// ClusterIDLabel labels the broker's objects of one cluster, as
-// Submariner's syncer does.
-const ClusterIDLabel = "submariner-io/clusterID"
 
 // JoinOptions configures Join; each field is the `snorkel join` flag of
 // the same meaning.
@@ -41,7 +32,7 @@ type JoinOptions struct {
 	// (--globalnet-cidr); default the first free block.
 	GlobalCIDR string
 	// CableDriver is the gateway's transport (--cable-driver); default
-	// DefaultCableDriver.
+	// api.DefaultCableDriver.
 	CableDriver string
 	// ClusterCIDRs and ServiceCIDRs are the cluster's Pod and Service
 	// CIDRs (--clustercidr, --servicecidr); default what the cluster
@@ -58,7 +49,7 @@ type JoinOptions struct {
 // agent configuration (returned); DeployMember then runs them. Joining
 // again with the same ID is idempotent; an ID another cluster holds is
 // refused.
-func Join(ctx context.Context, member *rest.Config, info *Info, o JoinOptions) (*AgentConfig, error) {
+func Join(ctx context.Context, member *rest.Config, info *Info, o JoinOptions) (*api.AgentConfig, error) {
 	if err := info.Validate(); err != nil {
 		return nil, err
 	}
@@ -85,7 +76,7 @@ func Join(ctx context.Context, member *rest.Config, info *Info, o JoinOptions) (
 	if err != nil {
 		return nil, err
 	}
-	cfg := &AgentConfig{
+	cfg := &api.AgentConfig{
 		ClusterID:        spec.ClusterID,
 		BrokerURL:        bcfg.Host,
 		BrokerNamespace:  info.Namespace(),
@@ -115,18 +106,18 @@ type joinRequest struct {
 }
 
 func (o JoinOptions) parse() (*joinRequest, error) {
-	if err := ValidateClusterID(o.ClusterID); err != nil {
+	if err := api.ValidateClusterID(o.ClusterID); err != nil {
 		return nil, err
 	}
 	r := &joinRequest{id: o.ClusterID}
 	var err error
-	if r.driver, err = NormalizeCableDriver(o.CableDriver); err != nil {
+	if r.driver, err = api.NormalizeCableDriver(o.CableDriver); err != nil {
 		return nil, err
 	}
-	if r.pods, err = parseCIDRs("--clustercidr", o.ClusterCIDRs); err != nil {
+	if r.pods, err = api.ParseCIDRs("--clustercidr", o.ClusterCIDRs); err != nil {
 		return nil, err
 	}
-	if r.svcs, err = parseCIDRs("--servicecidr", o.ServiceCIDRs); err != nil {
+	if r.svcs, err = api.ParseCIDRs("--servicecidr", o.ServiceCIDRs); err != nil {
 		return nil, err
 	}
 	if o.GlobalCIDR != "" {
@@ -209,7 +200,7 @@ func memberCIDRs(ctx context.Context, kc kubernetes.Interface, pods, svcs []neti
 	var errs []error
 	if len(pods) == 0 {
 		found, why := discoverPodCIDRs(ctx, kc)
-		p, err := parseCIDRs("the cluster's Pod CIDR", found)
+		p, err := api.ParseCIDRs("the cluster's Pod CIDR", found)
 		switch {
 		case err != nil:
 			errs = append(errs, fmt.Errorf("%w; pass --clustercidr", err))
@@ -220,7 +211,7 @@ func memberCIDRs(ctx context.Context, kc kubernetes.Interface, pods, svcs []neti
 	}
 	if len(svcs) == 0 {
 		found, why := discoverServiceCIDRs(ctx, kc)
-		p, err := parseCIDRs("the cluster's Service CIDR", found)
+		p, err := api.ParseCIDRs("the cluster's Service CIDR", found)
 		switch {
 		case err != nil:
 			errs = append(errs, fmt.Errorf("%w; pass --servicecidr", err))
@@ -242,7 +233,7 @@ func connectBroker(ctx context.Context, info *Info, dial func(ctx context.Contex
 	cfg.Dial = dial
 	err := probeBroker(ctx, cfg, info.Namespace())
 	if err != nil && len(cfg.CAData) > 0 && isUnknownAuthority(err) {
-		system := brokerRESTConfig(info.BrokerURL, info.Token(), nil)
+		system := api.BrokerRESTConfig(info.BrokerURL, info.Token(), nil)
 		system.Dial = dial
 		if probeBroker(ctx, system, info.Namespace()) == nil {
 			return system, nil
@@ -289,7 +280,7 @@ func checkClusterIDFree(ctx context.Context, clusters dynamic.ResourceInterface,
 }
 
 func checkOwner(annotations map[string]string, clusterID, uid string) error {
-	owner, ok := annotations[ClusterUIDAnnotation]
+	owner, ok := annotations[api.ClusterUIDAnnotation]
 	switch {
 	case !ok:
 		return fmt.Errorf("--clusterid %q is taken: the broker has a Cluster of that name that no `snorkel join` registered; choose another ID, or remove that Cluster from the broker if its cluster is gone", clusterID)
@@ -308,8 +299,8 @@ func writeCluster(ctx context.Context, clusters dynamic.ResourceInterface, uid s
 			obj, err := submv1.ToUnstructured(&submv1.Cluster{
 				ObjectMeta: metav1.ObjectMeta{
 					Name:        spec.ClusterID,
-					Labels:      map[string]string{ClusterIDLabel: spec.ClusterID},
-					Annotations: map[string]string{ClusterUIDAnnotation: uid},
+					Labels:      map[string]string{api.ClusterIDLabel: spec.ClusterID},
+					Annotations: map[string]string{api.ClusterUIDAnnotation: uid},
 				},
 				Spec: spec,
 			}, "Cluster")
@@ -337,7 +328,7 @@ func writeCluster(ctx context.Context, clusters dynamic.ResourceInterface, uid s
 		if c.Labels == nil {
 			c.Labels = map[string]string{}
 		}
-		c.Labels[ClusterIDLabel] = spec.ClusterID
+		c.Labels[api.ClusterIDLabel] = spec.ClusterID
 		obj, err := submv1.ToUnstructured(c, "Cluster")
 		if err != nil {
 			return err
@@ -351,11 +342,11 @@ func writeCluster(ctx context.Context, clusters dynamic.ResourceInterface, uid s
 	return nil
 }
 
-// installAgent installs into the member cluster the CRDs, AgentNamespace,
+// installAgent installs into the member cluster the CRDs, api.AgentNamespace,
 // the agent's and dnsd's ServiceAccounts with their RBAC, and the agent's
 // configuration Secret: everything but the workloads, which DeployMember
 // runs.
-func installAgent(ctx context.Context, member *rest.Config, kc kubernetes.Interface, cfg *AgentConfig) error {
+func installAgent(ctx context.Context, member *rest.Config, kc kubernetes.Interface, cfg *api.AgentConfig) error {
 	if err := deploy.ApplyCRDs(ctx, member, false); err != nil {
 		return err
 	}
@@ -366,8 +357,8 @@ func installAgent(ctx context.Context, member *rest.Config, kc kubernetes.Interf
 	if err := deploy.Apply(ctx, member, objs, false); err != nil {
 		return err
 	}
-	if _, err := kc.CoreV1().Secrets(AgentNamespace).Apply(ctx, agentSecret(cfg), applyOpts); err != nil {
-		return fmt.Errorf("the agent Secret %s/%s: %w", AgentNamespace, AgentSecretName, err)
+	if _, err := kc.CoreV1().Secrets(api.AgentNamespace).Apply(ctx, agentSecret(cfg), applyOpts); err != nil {
+		return fmt.Errorf("the agent Secret %s/%s: %w", api.AgentNamespace, api.AgentSecretName, err)
 	}
 	return nil
 }
@@ -375,6 +366,14 @@ func installAgent(ctx context.Context, member *rest.Config, kc kubernetes.Interf
 var applyOpts = metav1.ApplyOptions{FieldManager: deploy.FieldManager, Force: true}
 
 // agentSecret is the Secret that holds cfg.
-func agentSecret(cfg *AgentConfig) *corev1apply.SecretApplyConfiguration {
-	return corev1apply.Secret(AgentSecretName, AgentNamespace).WithLabels(partOfLabel).WithType(corev1.SecretTypeOpaque).WithData(cfg.secretData())
+func agentSecret(cfg *api.AgentConfig) *corev1apply.SecretApplyConfiguration {
+	return corev1apply.Secret(api.AgentSecretName, api.AgentNamespace).WithLabels(partOfLabel).WithType(corev1.SecretTypeOpaque).WithData(cfg.SecretData())
+}
+
+func prefixStrings(ps []netip.Prefix) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.String()
+	}
+	return out
 }

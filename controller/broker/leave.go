@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 	mcsv1a1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
 
+	"github.com/snorkel-net/snorkel/controller/api"
 	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
 )
 
@@ -36,7 +37,7 @@ var (
 // Cluster object. The broker token of broker-info.subm suffices. Leaving
 // again, or leaving a cluster that never joined, does nothing.
 func Leave(ctx context.Context, brokerCfg *rest.Config, ns, clusterID string) error {
-	if err := ValidateClusterID(clusterID); err != nil {
+	if err := api.ValidateClusterID(clusterID); err != nil {
 		return err
 	}
 	dc, err := dynamic.NewForConfig(brokerCfg)
@@ -53,7 +54,7 @@ func Leave(ctx context.Context, brokerCfg *rest.Config, ns, clusterID string) er
 	}
 	byEndpointCluster := func(u *unstructured.Unstructured) bool {
 		id, _, _ := unstructured.NestedString(u.Object, "spec", "cluster_id")
-		return id == clusterID || u.GetLabels()[ClusterIDLabel] == clusterID
+		return id == clusterID || u.GetLabels()[api.ClusterIDLabel] == clusterID
 	}
 	var errs []error
 	for _, r := range []struct {
@@ -69,7 +70,7 @@ func Leave(ctx context.Context, brokerCfg *rest.Config, ns, clusterID string) er
 		}
 	}
 	if err := releaseGlobalCIDR(ctx, kc, ns, clusterID); err != nil {
-		errs = append(errs, fmt.Errorf("the Globalnet ConfigMap %s/%s: %w", ns, GlobalnetConfigMapName, err))
+		errs = append(errs, fmt.Errorf("the Globalnet ConfigMap %s/%s: %w", ns, api.GlobalnetConfigMapName, err))
 	}
 	// The Cluster goes last: while it is there a failed leave can be
 	// recognised and run again.

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
+	"github.com/snorkel-net/snorkel/controller/api"
 	"github.com/snorkel-net/snorkel/deploy"
 )
 
@@ -25,7 +26,7 @@ const accessFileHeader = "# Written from controller/broker/rbac.go, which `snork
 // accessFiles are the manifest files (under deploy/kustomize) that hold
 // the access objects, with their objects.
 func accessFiles() map[string][]any {
-	broker, agent := brokerAccessObjects(DefaultBrokerNamespace), agentAccessObjects()
+	broker, agent := brokerAccessObjects(api.DefaultBrokerNamespace), agentAccessObjects()
 	return map[string][]any{
 		"broker/namespace.yaml": broker[:1],
 		"broker/rbac.yaml":      broker[1:],
@@ -79,7 +80,7 @@ func TestManifestsHoldNoOtherAccess(t *testing.T) {
 		base string
 		want []any
 	}{
-		{"broker", brokerAccessObjects(DefaultBrokerNamespace)},
+		{"broker", brokerAccessObjects(api.DefaultBrokerNamespace)},
 		{MemberManifests, append(agentAccessObjects(), dnsdAccessObjects()...)},
 	} {
 		objs, err := deploy.Manifests(tc.base, deploy.ManifestOptions{})
@@ -125,8 +126,8 @@ func TestMemberWorkloads(t *testing.T) {
 	var kinds []string
 	for _, u := range objs {
 		kinds = append(kinds, u.GetKind()+" "+u.GetName())
-		if u.GetNamespace() != AgentNamespace {
-			t.Errorf("%s %s in namespace %q, want %s", u.GetKind(), u.GetName(), u.GetNamespace(), AgentNamespace)
+		if u.GetNamespace() != api.AgentNamespace {
+			t.Errorf("%s %s in namespace %q, want %s", u.GetKind(), u.GetName(), u.GetNamespace(), api.AgentNamespace)
 		}
 		for _, img := range containerImages(t, u) {
 			if img != "registry.example/snorkel:v9" {

@@ -10,10 +10,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/snorkel-net/snorkel/controller/api"
 	"github.com/snorkel-net/snorkel/deploy"
 )
 
-// Names of what DeployMember runs in AgentNamespace.
+// Names of what DeployMember runs in api.AgentNamespace.
 const (
 	// AgentDaemonSet runs the agent on every gateway node.
 	AgentDaemonSet = "snorkel-agent"
@@ -68,19 +69,19 @@ func DeployMember(ctx context.Context, member *rest.Config, o MemberOptions) (*M
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := LoadAgentConfig(ctx, kc, AgentNamespace)
+	cfg, err := api.LoadAgentConfig(ctx, kc, api.AgentNamespace)
 	if err != nil {
 		return nil, err
 	}
 	if err := deploy.Apply(ctx, member, objs, false); err != nil {
 		return nil, err
 	}
-	svc, err := kc.CoreV1().Services(AgentNamespace).Get(ctx, DNSService, metav1.GetOptions{})
+	svc, err := kc.CoreV1().Services(api.AgentNamespace).Get(ctx, DNSService, metav1.GetOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("reading dnsd's Service %s/%s: %w", AgentNamespace, DNSService, err)
+		return nil, fmt.Errorf("reading dnsd's Service %s/%s: %w", api.AgentNamespace, DNSService, err)
 	}
 	if svc.Spec.ClusterIP == "" || svc.Spec.ClusterIP == "None" {
-		return nil, fmt.Errorf("dnsd's Service %s/%s has no ClusterIP for CoreDNS to forward to; delete it and deploy again", AgentNamespace, DNSService)
+		return nil, fmt.Errorf("dnsd's Service %s/%s has no ClusterIP for CoreDNS to forward to; delete it and deploy again", api.AgentNamespace, DNSService)
 	}
 	d := &MemberDeployment{ClusterID: cfg.ClusterID, Image: o.Image, DNSAddress: svc.Spec.ClusterIP}
 	if d.CoreDNS, err = configureCoreDNS(ctx, kc, d.DNSAddress); err != nil {

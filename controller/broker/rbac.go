@@ -9,32 +9,19 @@ import (
 	rbacv1apply "k8s.io/client-go/applyconfigurations/rbac/v1"
 	mcsv1a1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
 
+	"github.com/snorkel-net/snorkel/controller/api"
 	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
 )
 
-// Names of what Deploy creates in the broker namespace.
-const (
-	// DefaultBrokerNamespace is Submariner's broker namespace.
-	DefaultBrokerNamespace = "submariner-k8s-broker"
-	// BrokerClientServiceAccount is the ServiceAccount whose token
-	// broker-info.subm carries; its Role is BrokerClientServiceAccount too.
-	BrokerClientServiceAccount = "submariner-k8s-broker-client"
-)
+// BrokerClientServiceAccount is the ServiceAccount Deploy creates in the
+// broker namespace, whose token broker-info.subm carries; its Role is
+// BrokerClientServiceAccount too.
+const BrokerClientServiceAccount = "submariner-k8s-broker-client"
 
-// Names of what Join installs into a member cluster.
-const (
-	// AgentNamespace is where the agent runs, Submariner's operator
-	// namespace.
-	AgentNamespace = "submariner-operator"
-	// AgentServiceAccount is the agent's ServiceAccount; its ClusterRole,
-	// Role and bindings have the same name.
-	AgentServiceAccount = "snorkel-agent"
-	// AgentSecretName is the Secret in AgentNamespace holding AgentConfig.
-	AgentSecretName = "snorkel-agent"
-	// DNSServiceAccount is dnsd's ServiceAccount, named like Lighthouse's
-	// DNS server's; its ClusterRole, Role and bindings have the same name.
-	DNSServiceAccount = "submariner-lighthouse-coredns"
-)
+// DNSServiceAccount is dnsd's ServiceAccount, which Join installs into a
+// member cluster, named like Lighthouse's DNS server's; its ClusterRole,
+// Role and bindings have the same name.
+const DNSServiceAccount = "submariner-lighthouse-coredns"
 
 var (
 	readVerbs  = []string{"get", "list", "watch"}
@@ -53,7 +40,7 @@ func brokerClientRules() []*rbacv1apply.PolicyRuleApplyConfiguration {
 		rule(submv1.Group, []string{submv1.ClusterResource.Resource, submv1.EndpointResource.Resource}, writeVerbs),
 		rule(mcsv1a1.GroupName, []string{"serviceimports"}, writeVerbs),
 		rule(discoveryv1.GroupName, []string{"endpointslices"}, writeVerbs),
-		rule("", []string{"configmaps"}, []string{"get", "update"}).WithResourceNames(GlobalnetConfigMapName),
+		rule("", []string{"configmaps"}, []string{"get", "update"}).WithResourceNames(api.GlobalnetConfigMapName),
 	}
 }
 
@@ -79,14 +66,14 @@ func agentClusterRules() []*rbacv1apply.PolicyRuleApplyConfiguration {
 	}
 }
 
-// agentNamespaceRules are what the agent needs in AgentNamespace: leader
+// agentNamespaceRules are what the agent needs in api.AgentNamespace: leader
 // election, its cluster's gateway objects, and its own Secret.
 func agentNamespaceRules() []*rbacv1apply.PolicyRuleApplyConfiguration {
 	return []*rbacv1apply.PolicyRuleApplyConfiguration{
 		rule("coordination.k8s.io", []string{"leases"}, writeVerbs),
 		rule(submv1.Group, []string{submv1.EndpointResource.Resource, submv1.GatewayResource.Resource, submv1.ClusterResource.Resource}, writeVerbs),
 		rule(submv1.Group, []string{submv1.GatewayResource.Resource + "/status"}, []string{"get", "update", "patch"}),
-		rule("", []string{"secrets"}, readVerbs).WithResourceNames(AgentSecretName),
+		rule("", []string{"secrets"}, readVerbs).WithResourceNames(api.AgentSecretName),
 	}
 }
 
@@ -99,7 +86,7 @@ func dnsdClusterRules() []*rbacv1apply.PolicyRuleApplyConfiguration {
 	}
 }
 
-// dnsdNamespaceRules are what dnsd reads in AgentNamespace: the gateways'
+// dnsdNamespaceRules are what dnsd reads in api.AgentNamespace: the gateways'
 // connection status. It takes its cluster ID as a flag, filled from the
 // agent Secret by the kubelet, so it may not read that Secret, which holds
 // the broker token and the IPsec key.
@@ -112,7 +99,7 @@ func dnsdNamespaceRules() []*rbacv1apply.PolicyRuleApplyConfiguration {
 // partOfLabel marks every object Snorkel installs.
 var partOfLabel = map[string]string{"app.kubernetes.io/part-of": "snorkel"}
 
-// podSecurityLabel lets AgentNamespace run the agent, which needs the host
+// podSecurityLabel lets api.AgentNamespace run the agent, which needs the host
 // network, host paths and NET_ADMIN: the Pod Security "privileged" level.
 var podSecurityLabel = map[string]string{"pod-security.kubernetes.io/enforce": "privileged"}
 
@@ -152,12 +139,12 @@ func brokerAccessObjects(ns string) []any {
 	return append(objs, access{namespace: ns, name: BrokerClientServiceAccount, namespaceRules: brokerClientRules()}.objects()...)
 }
 
-// agentAccessObjects are AgentNamespace and the agent's access, what Join
+// agentAccessObjects are api.AgentNamespace and the agent's access, what Join
 // applies to a member besides the CRDs and the agent Secret.
 func agentAccessObjects() []any {
-	objs := []any{corev1apply.Namespace(AgentNamespace).WithLabels(partOfLabel).WithLabels(podSecurityLabel)}
+	objs := []any{corev1apply.Namespace(api.AgentNamespace).WithLabels(partOfLabel).WithLabels(podSecurityLabel)}
 	return append(objs, access{
-		namespace: AgentNamespace, name: AgentServiceAccount,
+		namespace: api.AgentNamespace, name: api.AgentServiceAccount,
 		namespaceRules: agentNamespaceRules(), clusterRules: agentClusterRules(),
 	}.objects()...)
 }
@@ -165,7 +152,7 @@ func agentAccessObjects() []any {
 // dnsdAccessObjects are dnsd's access, which Join applies with the agent's.
 func dnsdAccessObjects() []any {
 	return access{
-		namespace: AgentNamespace, name: DNSServiceAccount,
+		namespace: api.AgentNamespace, name: DNSServiceAccount,
 		namespaceRules: dnsdNamespaceRules(), clusterRules: dnsdClusterRules(),
 	}.objects()
 }

@@ -46,7 +46,7 @@ type Config struct {
 	Local       kubernetes.Interface
 	LocalConfig *rest.Config
 	// Namespace is where the agents keep their Gateways (the agent's
-	// namespace, e.g. broker.AgentNamespace).
+	// namespace, e.g. api.AgentNamespace).
 	Namespace string
 	// Globalnet says the clusterset uses Globalnet: the local cluster's
 	// headless pods are then answered with their pod IPs.

@@ -22,8 +22,8 @@ import (
 	mcsv1a1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
 	mcsclient "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
 
+	"github.com/snorkel-net/snorkel/controller/api"
 	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
-	"github.com/snorkel-net/snorkel/controller/broker"
 	"github.com/snorkel-net/snorkel/controller/kubelocal"
 	"github.com/snorkel-net/snorkel/controller/kubelocal/kubetest"
 	"github.com/snorkel-net/snorkel/controller/servicesync"
@@ -88,7 +88,7 @@ func (c *cluster) service(t *testing.T, name, clusterIP string, eps ...discovery
 func (c *cluster) gateway(t *testing.T, conns map[string]submv1.ConnectionStatus) {
 	t.Helper()
 	ctx := context.Background()
-	r := c.dyn.Resource(submv1.GatewayResource).Namespace(broker.AgentNamespace)
+	r := c.dyn.Resource(submv1.GatewayResource).Namespace(api.AgentNamespace)
 	gw := &submv1.Gateway{Status: submv1.GatewayStatus{
 		HAStatus:      submv1.HAStatusActive,
 		LocalEndpoint: submv1.EndpointSpec{ClusterID: c.name, Backend: "vxlan", Subnets: []string{}},
@@ -197,7 +197,7 @@ func TestExportInOneClusterResolvesInAnother(t *testing.T) {
 	c1, c2 := clusters["c1"], clusters["c2"]
 	for _, c := range []*cluster{c1, c2} {
 		c.namespace(t, "sample")
-		c.namespace(t, broker.AgentNamespace)
+		c.namespace(t, api.AgentNamespace)
 	}
 	logger := slog.New(slog.NewTextHandler(logWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -225,7 +225,7 @@ func TestExportInOneClusterResolvesInAnother(t *testing.T) {
 		t.Fatal(err)
 	}
 	feed, err := New(Config{
-		ClusterID: "c1", Local: c1.kc, LocalConfig: c1.srv.Config(), Namespace: broker.AgentNamespace,
+		ClusterID: "c1", Local: c1.kc, LocalConfig: c1.srv.Config(), Namespace: api.AgentNamespace,
 		Sink: server.Store(), Logger: logger,
 	})
 	if err != nil {

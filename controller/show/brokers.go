@@ -13,15 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/snorkel-net/snorkel/controller/broker"
-)
-
-// Keys of the broker's Globalnet ConfigMap, broker.GlobalnetConfigMapName,
-// in Submariner's format: the range is a JSON string, the size a decimal.
-const (
-	globalnetEnabledKey     = "globalnetEnabled"
-	globalnetCIDRRangeKey   = "globalnetCidrRange"
-	globalnetClusterSizeKey = "globalnetClusterSize"
+	"github.com/snorkel-net/snorkel/controller/api"
 )
 
 // brokerRow is a broker the cluster hosts or has joined.
@@ -73,18 +65,18 @@ func sameURL(a, b string) bool { return strings.TrimSuffix(a, "/") == strings.Tr
 // asked about the default broker namespace only.
 func hostedBrokers(ctx context.Context, c *cluster) ([]brokerRow, error) {
 	cms := c.kc.CoreV1().ConfigMaps(metav1.NamespaceAll)
-	list, err := cms.List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", broker.GlobalnetConfigMapName).String()})
+	list, err := cms.List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", api.GlobalnetConfigMapName).String()})
 	if apierrors.IsForbidden(err) {
 		list = &corev1.ConfigMapList{}
-		cm, err := c.kc.CoreV1().ConfigMaps(broker.DefaultBrokerNamespace).Get(ctx, broker.GlobalnetConfigMapName, metav1.GetOptions{})
+		cm, err := c.kc.CoreV1().ConfigMaps(api.DefaultBrokerNamespace).Get(ctx, api.GlobalnetConfigMapName, metav1.GetOptions{})
 		switch {
 		case err == nil:
 			list.Items = append(list.Items, *cm)
 		case !apierrors.IsNotFound(err) && !apierrors.IsForbidden(err):
-			return nil, fmt.Errorf("reading ConfigMap %s/%s: %w", broker.DefaultBrokerNamespace, broker.GlobalnetConfigMapName, err)
+			return nil, fmt.Errorf("reading ConfigMap %s/%s: %w", api.DefaultBrokerNamespace, api.GlobalnetConfigMapName, err)
 		}
 	} else if err != nil {
-		return nil, fmt.Errorf("listing the ConfigMaps named %s: %w", broker.GlobalnetConfigMapName, err)
+		return nil, fmt.Errorf("listing the ConfigMaps named %s: %w", api.GlobalnetConfigMapName, err)
 	}
 	var rows []brokerRow
 	for i := range list.Items {
@@ -92,7 +84,7 @@ func hostedBrokers(ctx context.Context, c *cluster) ([]brokerRow, error) {
 		b := brokerRow{
 			namespace:  cm.Namespace,
 			url:        c.target.Config.Host,
-			components: []string{broker.ComponentConnectivity, broker.ComponentServiceDiscovery},
+			components: []string{api.ComponentConnectivity, api.ComponentServiceDiscovery},
 		}
 		b.globalnet, b.cidrRange, b.clusterSize = globalnetSettings(cm)
 		rows = append(rows, b.withGlobalnetComponent())
@@ -103,10 +95,10 @@ func hostedBrokers(ctx context.Context, c *cluster) ([]brokerRow, error) {
 // joinedBroker is the broker ac joined. Its Globalnet settings come from
 // the broker, read with the agent's broker token; if that fails, r says
 // why and the row has what the agent configuration tells.
-func joinedBroker(ctx context.Context, ac *broker.AgentConfig, r *result) brokerRow {
-	b := brokerRow{namespace: ac.BrokerNamespace, url: ac.BrokerURL, components: []string{broker.ComponentConnectivity}, globalnet: ac.GlobalCIDR != ""}
+func joinedBroker(ctx context.Context, ac *api.AgentConfig, r *result) brokerRow {
+	b := brokerRow{namespace: ac.BrokerNamespace, url: ac.BrokerURL, components: []string{api.ComponentConnectivity}, globalnet: ac.GlobalCIDR != ""}
 	if ac.ServiceDiscovery {
-		b.components = append(b.components, broker.ComponentServiceDiscovery)
+		b.components = append(b.components, api.ComponentServiceDiscovery)
 	}
 	cm, err := readBrokerGlobalnet(ctx, ac)
 	if err != nil {
@@ -117,19 +109,19 @@ func joinedBroker(ctx context.Context, ac *broker.AgentConfig, r *result) broker
 	return b.withGlobalnetComponent()
 }
 
-func readBrokerGlobalnet(ctx context.Context, ac *broker.AgentConfig) (*corev1.ConfigMap, error) {
+func readBrokerGlobalnet(ctx context.Context, ac *api.AgentConfig) (*corev1.ConfigMap, error) {
 	bkc, err := kubernetes.NewForConfig(withTimeout(ac.BrokerConfig()))
 	if err != nil {
 		return nil, err
 	}
-	return bkc.CoreV1().ConfigMaps(ac.BrokerNamespace).Get(ctx, broker.GlobalnetConfigMapName, metav1.GetOptions{})
+	return bkc.CoreV1().ConfigMaps(ac.BrokerNamespace).Get(ctx, api.GlobalnetConfigMapName, metav1.GetOptions{})
 }
 
 // withGlobalnetComponent lists globalnet among the components when it is
 // on, in the sorted order broker-info.subm lists them.
 func (b brokerRow) withGlobalnetComponent() brokerRow {
-	if b.globalnet && !slices.Contains(b.components, broker.ComponentGlobalnet) {
-		b.components = append(b.components, broker.ComponentGlobalnet)
+	if b.globalnet && !slices.Contains(b.components, api.ComponentGlobalnet) {
+		b.components = append(b.components, api.ComponentGlobalnet)
 	}
 	slices.Sort(b.components)
 	return b
@@ -138,13 +130,13 @@ func (b brokerRow) withGlobalnetComponent() brokerRow {
 // globalnetSettings reads the Globalnet ConfigMap as it is, for display:
 // the range without its JSON quotes.
 func globalnetSettings(cm *corev1.ConfigMap) (enabled bool, cidrRange, clusterSize string) {
-	enabled, _ = strconv.ParseBool(strings.TrimSpace(cm.Data[globalnetEnabledKey]))
+	enabled, _ = strconv.ParseBool(strings.TrimSpace(cm.Data[api.GlobalnetEnabledKey]))
 	if !enabled {
 		return false, "", ""
 	}
-	cidrRange = strings.TrimSpace(cm.Data[globalnetCIDRRangeKey])
+	cidrRange = strings.TrimSpace(cm.Data[api.GlobalnetCIDRRangeKey])
 	if s, err := strconv.Unquote(cidrRange); err == nil {
 		cidrRange = s
 	}
-	return true, cidrRange, strings.TrimSpace(cm.Data[globalnetClusterSizeKey])
+	return true, cidrRange, strings.TrimSpace(cm.Data[api.GlobalnetClusterSizeKey])
 }

@@ -12,8 +12,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/snorkel-net/snorkel/controller/api"
 	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
-	"github.com/snorkel-net/snorkel/controller/broker"
 )
 
 // requestTimeout bounds each request to a cluster or a broker, so that one
@@ -40,7 +40,7 @@ type cluster struct {
 	dyn dynamic.Interface
 	// agent is the agent configuration `snorkel join` stored; nil when
 	// Snorkel is not installed.
-	agent *broker.AgentConfig
+	agent *api.AgentConfig
 
 	gateways     []submv1.Gateway
 	gatewaysErr  error
@@ -81,7 +81,7 @@ func open(ctx context.Context, t Target, ns string) (*cluster, error) {
 		}
 		return nil, fmt.Errorf("cannot reach context %q at %s: %w", t.Context, cfg.Host, err)
 	}
-	c.agent, err = broker.LoadAgentConfig(ctx, c.kc, ns)
+	c.agent, err = api.LoadAgentConfig(ctx, c.kc, ns)
 	if apierrors.IsNotFound(err) {
 		c.agent, err = nil, nil
 	}
@@ -94,7 +94,7 @@ func open(ctx context.Context, t Target, ns string) (*cluster, error) {
 // notInstalled is the message for a cluster without Snorkel.
 func (c *cluster) notInstalled() string {
 	return fmt.Sprintf("Snorkel is not installed in context %q (no Secret %s/%s): run `snorkel join` for this cluster",
-		c.target.Context, c.ns, broker.AgentSecretName)
+		c.target.Context, c.ns, api.AgentSecretName)
 }
 
 // listGateways reads the Gateway objects of the agent namespace once, in

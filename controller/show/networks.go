@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/snorkel-net/snorkel/controller/broker"
+	"github.com/snorkel-net/snorkel/controller/api"
 )
 
 // showNetworks is `snorkel show networks`: the cluster's network details
@@ -14,7 +14,7 @@ func showNetworks(_ context.Context, c *cluster) *result {
 	return &result{shown: true, body: bodyOf(networkDetails(c.agent))}
 }
 
-func networkDetails(ac *broker.AgentConfig) string {
+func networkDetails(ac *api.AgentConfig) string {
 	var b strings.Builder
 	b.WriteString("    Discovered network details via Snorkel:\n")
 	fmt.Fprintf(&b, "        Cluster ID:      %s\n", ac.ClusterID)

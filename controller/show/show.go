@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/snorkel-net/snorkel/controller/broker"
+	"github.com/snorkel-net/snorkel/controller/api"
 )
 
 // View is one of the things `snorkel show` reads from a cluster.
@@ -52,7 +52,7 @@ var sections = map[View]section{
 
 // Options configures Run.
 type Options struct {
-	// Namespace is the agent namespace; default broker.AgentNamespace.
+	// Namespace is the agent namespace; default api.AgentNamespace.
 	Namespace string
 	// Header prints `Cluster "NAME"` before each cluster and a blank line
 	// after it, as subctl does when it walks several contexts.
@@ -74,7 +74,7 @@ func Run(ctx context.Context, view View, targets []Target, o Options) error {
 		return errors.New("no kubeconfig context to show; give --kubeconfig or --context")
 	}
 	if o.Namespace == "" {
-		o.Namespace = broker.AgentNamespace
+		o.Namespace = api.AgentNamespace
 	}
 	views := []View{view}
 	if view == All {

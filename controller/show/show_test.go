@@ -23,6 +23,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/snorkel-net/snorkel/controller/agent"
+	"github.com/snorkel-net/snorkel/controller/api"
 	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
 	"github.com/snorkel-net/snorkel/controller/broker"
 	"github.com/snorkel-net/snorkel/controller/kubelocal"
@@ -295,12 +296,12 @@ gw-c1   active      All connections (1) are established
 			t.Fatal(err)
 		}
 		ctx := t.Context()
-		ac, err := broker.LoadAgentConfig(ctx, kc, broker.AgentNamespace)
+		ac, err := api.LoadAgentConfig(ctx, kc, api.AgentNamespace)
 		if err != nil {
 			t.Fatal(err)
 		}
 		ac.BrokerToken = "revoked"
-		c := &cluster{target: Target{Context: "c2", Config: w.c2.Config()}, ns: broker.AgentNamespace, kc: kc, agent: ac}
+		c := &cluster{target: Target{Context: "c2", Config: w.c2.Config()}, ns: api.AgentNamespace, kc: kc, agent: ac}
 		r := showBrokers(ctx, c)
 		if r.failed || !r.shown || r.titleMark() != markWarn || len(r.notes) != 1 || !strings.Contains(r.notes[0].text, "Cannot read the Globalnet settings of the broker at "+w.brk.URL) {
 			t.Fatalf("result %+v", r)
@@ -352,7 +353,7 @@ func (w *world) setUp(t *testing.T) {
 	if _, err := broker.Deploy(ctx, w.brk.Config(), broker.BrokerOptions{Namespace: "globalnet-broker", Globalnet: true}); err != nil {
 		t.Fatal(err)
 	}
-	members := map[string]*broker.AgentConfig{}
+	members := map[string]*api.AgentConfig{}
 	for _, m := range []struct {
 		srv        *kubelocal.Server
 		pods, svcs string
@@ -388,7 +389,7 @@ func (w *world) setUp(t *testing.T) {
 func (w *world) writeC2(t *testing.T, brokerNS string, c1, c2 submv1.EndpointSpec) {
 	ctx := t.Context()
 	ep, err := submv1.ToUnstructured(&submv1.Endpoint{
-		ObjectMeta: metav1.ObjectMeta{Name: "c2-" + c2.CableName, Labels: map[string]string{broker.ClusterIDLabel: "c2"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "c2-" + c2.CableName, Labels: map[string]string{api.ClusterIDLabel: "c2"}},
 		Spec:       c2,
 	}, "Endpoint")
 	if err != nil {
@@ -397,7 +398,7 @@ func (w *world) writeC2(t *testing.T, brokerNS string, c1, c2 submv1.EndpointSpe
 	for _, target := range []struct {
 		srv *kubelocal.Server
 		ns  string
-	}{{w.brk, brokerNS}, {w.c2, broker.AgentNamespace}} {
+	}{{w.brk, brokerNS}, {w.c2, api.AgentNamespace}} {
 		if _, err := dynClient(t, target.srv).Resource(submv1.EndpointResource).Namespace(target.ns).Create(ctx, ep.DeepCopy(), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -427,7 +428,7 @@ func writeGateway(t *testing.T, srv *kubelocal.Server, g *submv1.Gateway) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := dynClient(t, srv).Resource(submv1.GatewayResource).Namespace(broker.AgentNamespace)
+	r := dynClient(t, srv).Resource(submv1.GatewayResource).Namespace(api.AgentNamespace)
 	created, err := r.Create(t.Context(), u.DeepCopy(), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -440,13 +441,13 @@ func writeGateway(t *testing.T, srv *kubelocal.Server, g *submv1.Gateway) {
 
 // startC1Agent runs c1's agent, with the rights `snorkel join` gave it,
 // until the test ends.
-func (w *world) startC1Agent(t *testing.T, member *broker.AgentConfig) {
+func (w *world) startC1Agent(t *testing.T, member *api.AgentConfig) {
 	kc, err := w.c1.Client()
 	if err != nil {
 		t.Fatal(err)
 	}
 	secs := int64(3600)
-	tr, err := kc.CoreV1().ServiceAccounts(broker.AgentNamespace).CreateToken(t.Context(), broker.AgentServiceAccount,
+	tr, err := kc.CoreV1().ServiceAccounts(api.AgentNamespace).CreateToken(t.Context(), api.AgentServiceAccount,
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &secs}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -489,7 +490,7 @@ func (w *world) writeWorkloads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns := broker.AgentNamespace
+	ns := api.AgentNamespace
 	const image = "ghcr.io/snorkel-net/snorkel:v0.9.0"
 	if _, err := kc.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
 		Name: "gw-c1", Labels: map[string]string{corev1.LabelArchStable: "arm64"},
@@ -497,7 +498,7 @@ func (w *world) writeWorkloads(t *testing.T) {
 		t.Fatal(err)
 	}
 	labels := map[string]string{"app.kubernetes.io/name": "snorkel-agent"}
-	podSpec := corev1.PodSpec{ServiceAccountName: broker.AgentServiceAccount, Containers: []corev1.Container{{Name: "agent", Image: image}}}
+	podSpec := corev1.PodSpec{ServiceAccountName: api.AgentServiceAccount, Containers: []corev1.Container{{Name: "agent", Image: image}}}
 	if _, err := kc.AppsV1().DaemonSets(ns).Create(ctx, &appsv1.DaemonSet{
 		ObjectMeta: metav1.ObjectMeta{Name: "snorkel-agent"},
 		Spec: appsv1.DaemonSetSpec{
@@ -535,7 +536,7 @@ const settle = 60 * time.Second
 // waitConnected waits until c1's agent reports its connection to c2 as
 // connected, with an RTT, and no failure.
 func (w *world) waitConnected(t *testing.T) {
-	r := dynClient(t, w.c1).Resource(submv1.GatewayResource).Namespace(broker.AgentNamespace)
+	r := dynClient(t, w.c1).Resource(submv1.GatewayResource).Namespace(api.AgentNamespace)
 	deadline := time.Now().Add(settle)
 	for {
 		var why string

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/snorkel-net/snorkel/controller/api"
 	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
-	"github.com/snorkel-net/snorkel/controller/broker"
 )
 
 func TestTableAlignsCutsAndSpellsValues(t *testing.T) {
@@ -87,7 +87,7 @@ func TestRemoteAddress(t *testing.T) {
 }
 
 func TestNetworkDetailsShowTheGlobalCIDRUnderGlobalnet(t *testing.T) {
-	got := networkDetails(&broker.AgentConfig{
+	got := networkDetails(&api.AgentConfig{
 		ClusterID: "g1", ClusterCIDRs: []string{"10.7.0.0/16"}, ServiceCIDRs: []string{"10.77.0.0/16", "fd00::/108"}, GlobalCIDR: "242.1.0.0/16",
 	})
 	want := `    Discovered network details via Snorkel:

@@ -10,7 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/snorkel-net/snorkel/controller/broker"
+	"github.com/snorkel-net/snorkel/controller/api"
 )
 
 // agentComponent names the agent in the versions table when no workload
@@ -30,7 +30,7 @@ type workload struct {
 
 // isAgent reports whether w's pods run as the agent's ServiceAccount.
 func (w *workload) isAgent() bool {
-	return w.template.Spec.ServiceAccountName == broker.AgentServiceAccount
+	return w.template.Spec.ServiceAccountName == api.AgentServiceAccount
 }
 
 // showVersions is `snorkel show versions`: per DaemonSet and Deployment

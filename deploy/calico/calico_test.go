@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/snorkel-net/snorkel/controller/api"
 	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
 	"github.com/snorkel-net/snorkel/controller/broker"
 	"github.com/snorkel-net/snorkel/controller/kubelocal"
@@ -158,7 +159,7 @@ func TestRunReadsTheBroker(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := dc.Resource(submv1.ClusterResource).Namespace(broker.DefaultBrokerNamespace).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+		if _, err := dc.Resource(submv1.ClusterResource).Namespace(api.DefaultBrokerNamespace).Create(ctx, u, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

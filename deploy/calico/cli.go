@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	"github.com/snorkel-net/snorkel/controller/api"
 	"github.com/snorkel-net/snorkel/controller/broker"
 )
 
@@ -31,7 +32,7 @@ func Run(args []string, out io.Writer) error {
 	infoFile := fs.String("broker-info", "", "reach the broker with the token of this broker-info.subm")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file of the broker cluster (instead of --broker-info)")
 	kubeContext := fs.String("context", "", "kubeconfig context of the broker cluster (instead of --broker-info)")
-	namespace := fs.String("namespace", broker.DefaultBrokerNamespace, "broker namespace, with --kubeconfig/--context")
+	namespace := fs.String("namespace", api.DefaultBrokerNamespace, "broker namespace, with --kubeconfig/--context")
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintf(out, "usage of snorkel calico ippools:\n")

@@ -1,4 +1,4 @@
-package broker
+package api
 
 import (
 	"fmt"
@@ -65,8 +65,9 @@ func NormalizeCableDriver(d string) (string, error) {
 	return d, nil
 }
 
-// parseCIDRs parses a flag's CIDRs, each a network address.
-func parseCIDRs(flag string, cidrs []string) ([]netip.Prefix, error) {
+// ParseCIDRs parses the CIDRs of a flag (or other named source), each a
+// network address.
+func ParseCIDRs(flag string, cidrs []string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
 	for _, s := range cidrs {
 		s = strings.TrimSpace(s)
@@ -83,12 +84,4 @@ func parseCIDRs(flag string, cidrs []string) ([]netip.Prefix, error) {
 		out = append(out, p)
 	}
 	return out, nil
-}
-
-func prefixStrings(ps []netip.Prefix) []string {
-	out := make([]string, len(ps))
-	for i, p := range ps {
-		out[i] = p.String()
-	}
-	return out
 }

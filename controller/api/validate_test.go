@@ -1,4 +1,4 @@
-package broker
+package api
 
 import (
 	"strings"
@@ -45,13 +45,13 @@ func TestNormalizeCableDriver(t *testing.T) {
 }
 
 func TestParseCIDRsNamesTheFlag(t *testing.T) {
-	if _, err := parseCIDRs("--clustercidr", []string{"10.8.0.1/16"}); err == nil || !strings.Contains(err.Error(), "--clustercidr") || !strings.Contains(err.Error(), "10.8.0.0/16") {
+	if _, err := ParseCIDRs("--clustercidr", []string{"10.8.0.1/16"}); err == nil || !strings.Contains(err.Error(), "--clustercidr") || !strings.Contains(err.Error(), "10.8.0.0/16") {
 		t.Errorf("host bits set: %v", err)
 	}
-	if _, err := parseCIDRs("--servicecidr", []string{"services"}); err == nil || !strings.Contains(err.Error(), "--servicecidr") {
+	if _, err := ParseCIDRs("--servicecidr", []string{"services"}); err == nil || !strings.Contains(err.Error(), "--servicecidr") {
 		t.Errorf("not a CIDR: %v", err)
 	}
-	ps, err := parseCIDRs("--clustercidr", []string{"10.8.0.0/16", " fd00:8::/64 "})
+	ps, err := ParseCIDRs("--clustercidr", []string{"10.8.0.0/16", " fd00:8::/64 "})
 	if err != nil || len(ps) != 2 {
 		t.Errorf("dual-stack: %v %v", ps, err)
 	}

@@ -1,4 +1,4 @@
-package broker
+package api
 
 import (
 	"context"
@@ -36,9 +36,17 @@ type AgentConfig struct {
 	ServiceDiscovery bool
 }
 
+// Keys of the agent Secret's data that dnsd's Deployment reads too.
+const (
+	AgentClusterIDKey = "clusterID"
+	// AgentGlobalnetKey says "true" or "false": whether GlobalCIDR is
+	// set, as a flag value the kubelet can pass to dnsd (--globalnet) from
+	// the Secret. Reading ignores it.
+	AgentGlobalnetKey = "globalnet"
+)
+
 // Keys of the agent Secret's data.
 const (
-	agentClusterIDKey        = "clusterID"
 	agentBrokerURLKey        = "brokerURL"
 	agentBrokerNamespaceKey  = "brokerNamespace"
 	agentBrokerTokenKey      = "brokerToken"
@@ -49,23 +57,33 @@ const (
 	agentServiceCIDRsKey     = "serviceCIDRs"
 	agentGlobalCIDRKey       = "globalCIDR"
 	agentServiceDiscoveryKey = "serviceDiscovery"
-	// agentGlobalnetKey says "true" or "false": whether GlobalCIDR is
-	// set, as a flag value the kubelet can pass to dnsd (--globalnet) from
-	// the Secret. Reading ignores it.
-	agentGlobalnetKey = "globalnet"
 )
 
 // BrokerConfig is a client configuration for the broker with the agent's
 // credentials.
 func (c *AgentConfig) BrokerConfig() *rest.Config {
-	return brokerRESTConfig(c.BrokerURL, c.BrokerToken, c.BrokerCA)
+	return BrokerRESTConfig(c.BrokerURL, c.BrokerToken, c.BrokerCA)
 }
 
-// secretData encodes c as the agent Secret's data; lists are
+// BrokerRESTConfig is a client configuration for the broker at url with a
+// bearer token, trusting ca (or the system's roots if it is empty).
+func BrokerRESTConfig(url, token string, ca []byte) *rest.Config {
+	return &rest.Config{
+		Host:            url,
+		BearerToken:     token,
+		TLSClientConfig: rest.TLSClientConfig{CAData: ca},
+		UserAgent:       "snorkel",
+		// Joins racing for the Globalnet ConfigMap retry in bursts.
+		QPS:   50,
+		Burst: 100,
+	}
+}
+
+// SecretData encodes c as the agent Secret's data; lists are
 // comma-separated.
-func (c *AgentConfig) secretData() map[string][]byte {
+func (c *AgentConfig) SecretData() map[string][]byte {
 	return map[string][]byte{
-		agentClusterIDKey:        []byte(c.ClusterID),
+		AgentClusterIDKey:        []byte(c.ClusterID),
 		agentBrokerURLKey:        []byte(c.BrokerURL),
 		agentBrokerNamespaceKey:  []byte(c.BrokerNamespace),
 		agentBrokerTokenKey:      []byte(c.BrokerToken),
@@ -76,7 +94,7 @@ func (c *AgentConfig) secretData() map[string][]byte {
 		agentServiceCIDRsKey:     []byte(strings.Join(c.ServiceCIDRs, ",")),
 		agentGlobalCIDRKey:       []byte(c.GlobalCIDR),
 		agentServiceDiscoveryKey: []byte(strconv.FormatBool(c.ServiceDiscovery)),
-		agentGlobalnetKey:        []byte(strconv.FormatBool(c.GlobalCIDR != "")),
+		AgentGlobalnetKey:        []byte(strconv.FormatBool(c.GlobalCIDR != "")),
 	}
 }
 
@@ -106,7 +124,7 @@ func agentConfigFromSecret(s *corev1.Secret) (*AgentConfig, error) {
 		return out
 	}
 	c := &AgentConfig{
-		ClusterID:       str(agentClusterIDKey),
+		ClusterID:       str(AgentClusterIDKey),
 		BrokerURL:       str(agentBrokerURLKey),
 		BrokerNamespace: str(agentBrokerNamespaceKey),
 		BrokerToken:     str(agentBrokerTokenKey),
@@ -125,14 +143,14 @@ func agentConfigFromSecret(s *corev1.Secret) (*AgentConfig, error) {
 		}
 		c.ServiceDiscovery = b
 	}
-	for _, k := range []string{agentClusterIDKey, agentBrokerURLKey, agentBrokerNamespaceKey, agentBrokerTokenKey} {
+	for _, k := range []string{AgentClusterIDKey, agentBrokerURLKey, agentBrokerNamespaceKey, agentBrokerTokenKey} {
 		if str(k) == "" {
 			errs = append(errs, fmt.Errorf("data %q is missing", k))
 		}
 	}
 	if c.ClusterID != "" {
 		if err := ValidateClusterID(c.ClusterID); err != nil {
-			errs = append(errs, fmt.Errorf("data %q: %w", agentClusterIDKey, err))
+			errs = append(errs, fmt.Errorf("data %q: %w", AgentClusterIDKey, err))
 		}
 	}
 	if d, err := NormalizeCableDriver(c.CableDriver); err != nil {
@@ -141,7 +159,7 @@ func agentConfigFromSecret(s *corev1.Secret) (*AgentConfig, error) {
 		c.CableDriver = d
 	}
 	for _, k := range []string{agentClusterCIDRsKey, agentServiceCIDRsKey, agentGlobalCIDRKey} {
-		if _, err := parseCIDRs("data "+strconv.Quote(k), list(k)); err != nil {
+		if _, err := ParseCIDRs("data "+strconv.Quote(k), list(k)); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -1,0 +1,43 @@
+package api
+
+// Names in the broker cluster.
+const (
+	// DefaultBrokerNamespace is Submariner's broker namespace.
+	DefaultBrokerNamespace = "submariner-k8s-broker"
+	// ClusterUIDAnnotation, on a Cluster object in the broker namespace,
+	// records the UID of the kube-system namespace of the cluster that
+	// joined under that ID: another cluster cannot take the ID, the same
+	// one can join again.
+	ClusterUIDAnnotation = "snorkel.io/kube-system-uid"
+	// ClusterIDLabel labels the broker's objects of one cluster, as
+	// Submariner's syncer does.
+	ClusterIDLabel = "submariner-io/clusterID"
+)
+
+// The Globalnet ConfigMap in the broker namespace, as Submariner keeps it:
+// the range is a JSON string, the size a decimal.
+const (
+	GlobalnetConfigMapName  = "submariner-globalnet-info"
+	GlobalnetEnabledKey     = "globalnetEnabled"
+	GlobalnetCIDRRangeKey   = "globalnetCidrRange"
+	GlobalnetClusterSizeKey = "globalnetClusterSize"
+)
+
+// Components a broker can offer, as subctl names them in broker-info.subm.
+const (
+	ComponentConnectivity     = "connectivity"
+	ComponentServiceDiscovery = "service-discovery"
+	ComponentGlobalnet        = "globalnet"
+)
+
+// Names in a member cluster.
+const (
+	// AgentNamespace is where the agent runs, Submariner's operator
+	// namespace.
+	AgentNamespace = "submariner-operator"
+	// AgentServiceAccount is the agent's ServiceAccount; its ClusterRole,
+	// Role and bindings have the same name.
+	AgentServiceAccount = "snorkel-agent"
+	// AgentSecretName is the Secret in AgentNamespace holding AgentConfig.
+	AgentSecretName = "snorkel-agent"
+)
