@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -365,5 +366,100 @@ func TestMetricsUseSubmarinerNames(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s:\n%s", want, body)
 		}
+	}
+}
+
+// TestInProcessStreamSurvivesAnotherRemoteChanging runs a TCP stream from
+// c1 to c2 while c1's gateway gets a third remote, sees its key change, and
+// loses it again, each applied in place: the stream must arrive whole, and
+// c2's tunnel must be the one it was (for ESP, the same IKE SA).
+func TestInProcessStreamSurvivesAnotherRemoteChanging(t *testing.T) {
+	for _, tr := range transport.Kinds {
+		t.Run(tr, func(t *testing.T) {
+			c1, c2 := startPair(t, tr, []netip.Addr{pod1}, []netip.Addr{pod2})
+			ln, err := c2.net.ListenTCPAddrPort(netip.AddrPortFrom(pod2, 8081))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			sums := make(chan [32]byte, 1)
+			go func() {
+				conn, err := ln.Accept()
+				if err != nil {
+					sums <- [32]byte{}
+					return
+				}
+				defer conn.Close()
+				h := sha256.New()
+				io.Copy(h, conn)
+				sums <- [32]byte(h.Sum(nil))
+			}()
+			ctx, cancel := context.WithTimeout(context.Background(), settle)
+			defer cancel()
+			conn, err := c1.net.DialContextTCPAddrPort(ctx, netip.AddrPortFrom(pod2, 8081))
+			if err != nil {
+				t.Fatalf("dial c2 pod from c1 pod: %v", err)
+			}
+			conn.SetDeadline(time.Now().Add(bulk))
+			ipsecBefore := c1.gw.Stats().Remotes[0].IPsec
+
+			// The stream runs in chunks; between chunks c1's remotes change.
+			chunk := make([]byte, 1<<20)
+			h := sha256.New()
+			send := func() {
+				rand.NewChaCha8([32]byte{byte(h.Size())}).Read(chunk)
+				if _, err := conn.Write(chunk); err != nil {
+					t.Fatalf("write: %v", err)
+				}
+				h.Write(chunk)
+			}
+			c3 := func(key string) gateway.Config {
+				cfg := c1.cfg
+				r := gateway.Remote{ID: "c3", PodCIDRs: []string{"10.7.0.0/16"}, Endpoint: fmt.Sprintf("127.0.0.3:%d", freeUDPPort(t))}
+				if tr == transport.WireGuard {
+					r.WireGuard = &gateway.WireGuardRemoteConfig{PublicKey: key}
+				}
+				cfg.Remotes = append(slices.Clone(cfg.Remotes), r)
+				return cfg
+			}
+			k1, _ := wireguard.GenerateKey()
+			k2, _ := wireguard.GenerateKey()
+			for _, step := range []struct {
+				name string
+				cfg  gateway.Config
+			}{
+				{"c3 joins", c3(k1.Public().String())},
+				{"c3's key is rotated", c3(k2.Public().String())},
+				{"c3 leaves", c1.cfg},
+			} {
+				send()
+				s, err := step.cfg.Compile()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := c1.gw.Update(s); err != nil {
+					t.Fatalf("%s: %v", step.name, err)
+				}
+				if n := len(c1.gw.Stats().Remotes); n != len(step.cfg.Remotes) {
+					t.Errorf("%s: c1 shows %d remotes, want %d", step.name, n, len(step.cfg.Remotes))
+				}
+			}
+			send()
+			conn.Close()
+			select {
+			case got := <-sums:
+				if want := [32]byte(h.Sum(nil)); got != want {
+					t.Fatalf("c2 received %x, c1 sent %x", got, want)
+				}
+			case <-time.After(bulk):
+				t.Fatal("the stream did not finish")
+			}
+			if ipsecBefore != nil {
+				after := c1.gw.Stats().Remotes[0].IPsec
+				if after == nil || after.IKESPIs != ipsecBefore.IKESPIs {
+					t.Errorf("c2's IKE SA changed from %s to %+v while c3 came and went", ipsecBefore.IKESPIs, after)
+				}
+			}
+		})
 	}
 }

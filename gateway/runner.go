@@ -74,7 +74,7 @@ func (r *Runner) Apply(ctx context.Context, s *Spec) error {
 		if err == nil {
 			return nil
 		}
-		if !errors.Is(err, errLocalChange) {
+		if !errors.Is(err, ErrLocalChange) {
 			r.log.Warn("cannot apply the change in place; restarting the gateway", "err", err)
 		}
 		r.stopLocked()
@@ -93,7 +93,7 @@ func (r *Runner) Apply(ctx context.Context, s *Spec) error {
 func (r *Runner) updateLocked(next *spec) error {
 	cur := r.cur
 	if !sameLocal(cur.spec, next.Spec) {
-		return errLocalChange
+		return ErrLocalChange
 	}
 	if cur.sys != nil {
 		if err := cur.sys.addRoutes(next); err != nil {

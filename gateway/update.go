@@ -9,10 +9,20 @@ import (
 	"github.com/snorkel-net/snorkel/natengine"
 )
 
-// errLocalChange is returned by update for a spec whose local part (the
+// ErrLocalChange is returned by Update for a spec whose local part (the
 // cluster, the TUN device, the transport and its keys, Globalnet's global
 // CIDR) differs from the running one: that needs a new gateway.
-var errLocalChange = errors.New("gateway: the local configuration changed")
+var ErrLocalChange = errors.New("gateway: the local configuration changed; start a new gateway")
+
+// Update makes the gateway serve sp, which it validates, in place: see
+// update. It does not touch the host's routes; Runner does.
+func (g *Gateway) Update(sp *Spec) error {
+	s, err := sp.derive()
+	if err != nil {
+		return err
+	}
+	return g.update(s)
+}
 
 // sameLocal reports whether a and b differ at most in their remotes and in
 // Globalnet's addresses (egress pools, ingress entries, cluster egress
@@ -53,7 +63,7 @@ func remoteChanged(a *spec, i int, b *spec, j int) bool {
 func (g *Gateway) update(next *spec) error {
 	prev := g.set.Load()
 	if !sameLocal(prev.spec.Spec, next.Spec) {
-		return errLocalChange
+		return ErrLocalChange
 	}
 	var errs errList
 	k := next.readKeys(&errs, true)

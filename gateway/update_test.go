@@ -103,7 +103,7 @@ func TestUpdateTouchesOnlyTheRemoteThatChanged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := g.update(ls); !errors.Is(err, errLocalChange) {
+	if err := g.update(ls); !errors.Is(err, ErrLocalChange) {
 		t.Errorf("a change of the cluster's own CIDRs was applied in place (err %v); it needs a new gateway", err)
 	}
 }
