@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"net/netip"
 	"slices"
 	"time"
 )
@@ -193,48 +192,35 @@ func (e *Engine) rekeyChild(c *childSA) task {
 		if c.state != childInstalled || c.ike != sa {
 			return
 		}
-		e.replaceChild(sa, c, c.LocalTS, c.RemoteTS, false)
+		c.state = childRekeying
+		inSPI := e.newChildSPI()
+		r := &request{ni: newNonce(), rekeyChild: c}
+		r.onReply = func(resp []payload) { e.childRekeyed(sa, c, r, inSPI, resp) }
+		e.sendRequest(sa, exchCreateChildSA, []payload{
+			&notifyPayload{protocol: protoESP, spi: spiBytes(c.InSPI), typ: notifyRekeySA},
+			&saPayload{proposals: proposals(e.cfg.esp, spiBytes(inSPI))},
+			&noncePayload{data: r.ni},
+			&tsPayload{selectors: selectors(c.LocalTS)},
+			&tsPayload{responder: true, selectors: selectors(c.RemoteTS)},
+		}, r)
 	}
-}
-
-// replaceChild rekeys c into a CHILD_SA with the selectors local and
-// remote; tsChange says they are new ones.
-func (e *Engine) replaceChild(sa *ikeSA, c *childSA, local, remote []netip.Prefix, tsChange bool) {
-	c.state = childRekeying
-	inSPI := e.newChildSPI()
-	r := &request{ni: newNonce(), rekeyChild: c, tsChange: tsChange}
-	r.onReply = func(resp []payload) { e.childRekeyed(sa, c, r, inSPI, resp) }
-	e.sendRequest(sa, exchCreateChildSA, []payload{
-		&notifyPayload{protocol: protoESP, spi: spiBytes(c.InSPI), typ: notifyRekeySA},
-		&saPayload{proposals: proposals(e.cfg.esp, spiBytes(inSPI))},
-		&noncePayload{data: r.ni},
-		&tsPayload{selectors: selectors(local)},
-		&tsPayload{responder: true, selectors: selectors(remote)},
-	}, r)
 }
 
 // childRekeyed takes the answer to our rekey of c. When the peer rekeyed c
 // at the same time, the new CHILD_SA made with the lowest of the four
 // nonces is redundant and deleted by the side that made it; the other side
-// deletes c (RFC 7296 §2.8.1). A change of selectors is followed up
-// whatever the answer: the peer may have refused or narrowed them.
+// deletes c (RFC 7296 §2.8.1).
 func (e *Engine) childRekeyed(sa *ikeSA, c *childSA, r *request, inSPI uint32, ps []payload) {
 	p := sa.p
-	if r.tsChange {
-		defer e.tsAnswered(p)
-	}
 	nonce, ok := first[*noncePayload](ps)
 	if n := errorNotify(ps); n != nil || !ok {
 		e.freeSPI(inSPI)
-		e.rekeyFailed(c, r)
+		c.state = childInstalled
 		if r.collision != nil {
 			c.state = childRekeyed
 		}
-		switch {
-		case n == nil || n.typ == notifyTemporaryFailure || n.typ == notifyChildSANotFound:
-		case r.tsChange && n.typ == notifyTSUnacceptable:
-			e.log.Debug("ike: the peer does not take the new traffic selectors yet", "peer", p.name)
-		default:
+		c.rekeyAt = e.now.Add(rekeyRetry)
+		if n != nil && n.typ != notifyTemporaryFailure && n.typ != notifyChildSANotFound {
 			e.report(p, "CHILD_SA rekey refused: "+notifyName(n.typ)+hint(n.typ))
 		}
 		return
@@ -246,22 +232,12 @@ func (e *Engine) childRekeyed(sa *ikeSA, c *childSA, r *request, inSPI uint32, p
 	}
 	if err := e.initiatedChild(sa, ps, inSPI, r.ni, nonce.data); err != nil {
 		e.report(p, "CHILD_SA rekey: "+err.Error())
-		e.rekeyFailed(c, r)
+		c.state, c.rekeyAt = childInstalled, e.now.Add(rekeyRetry)
 		e.enqueueFor(p, e.deleteUninstalled(inSPI))
 		return
 	}
 	c.state = childRekeyed
 	e.enqueueFor(p, e.deleteChild(c))
-}
-
-// rekeyFailed keeps c in use after its rekey r failed, to be rekeyed again
-// after rekeyRetry; a failed change of selectors leaves c's own rekey time
-// as it was, unless a rekey of its own was waiting behind it.
-func (e *Engine) rekeyFailed(c *childSA, r *request) {
-	c.state = childInstalled
-	if !r.tsChange || c.rekeyAt.IsZero() {
-		c.rekeyAt = e.now.Add(rekeyRetry)
-	}
 }
 
 // deleteChild deletes c, telling the peer first (RFC 7296 §1.4.1).

@@ -17,11 +17,19 @@
 // message discarded is counted by reason (DropReason) through the
 // DataPlane, if it is a DropCounter, and not logged.
 //
+// Peers change while the engine runs: SetPeer adds one or changes its
+// endpoint, identity, role or traffic selectors, and RemovePeer deletes
+// its SAs, each touching that peer alone (see SetPeer for what each change
+// does). Peer numbers may be sparse; a number freed by RemovePeer starts
+// clean when it is set again.
+//
 // Concurrency: Receive may be called from any goroutine; it copies the
-// message and queues it for Run, which owns all IKE state and is the only
-// caller of the DataPlane and the Sender. Each SendIKE gets a copy of the
-// message that the Sender may keep or write into. Status may be called at
-// any time.
+// message and queues it for Run. Run handles each message and timer with
+// the engine's lock held, which SetPeer and RemovePeer take too, so they
+// may be called from any goroutine, before, while or after Run runs; the
+// engine calls the DataPlane and the Sender only with that lock held. Each
+// SendIKE gets a copy of the message that the Sender may keep or write
+// into. Status may be called at any time.
 //
 // Allocation: IKE is the control path; messages are parsed into fresh
 // structures and nothing here runs per data packet.

@@ -2,6 +2,7 @@ package ike
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 	"time"
 )
@@ -21,12 +22,13 @@ const maxPeers = 1 << 16
 //     IKE_SA_INIT is accepted from it, and a liveness check goes out at once,
 //     so that a remote that lost its state there is found dead and the SA is
 //     set up again after the retransmissions (RFC 7296 §2.4);
-//   - new LocalTS or RemoteTS rekey its CHILD_SA into one with the new
-//     selectors (RFC 7296 §2.8: "The new Child SA MAY have different
-//     Traffic Selectors"), make-before-break. Until the peer has the same
-//     change it refuses or narrows them; the old selectors keep their
-//     CHILD_SA and the change is tried again, waiting RetransmitTimeout
-//     doubled for each try, at most 64 times.
+//   - new LocalTS or RemoteTS make a new CHILD_SA with the new selectors on
+//     the IKE SA (CREATE_CHILD_SA, RFC 7296 §1.3.1); the old one is deleted
+//     once the new one is installed. Until the peer has the same change it
+//     refuses the selectors or narrows them to the old ones; the old
+//     CHILD_SA then carries the traffic on, and the change is tried again,
+//     waiting RetransmitTimeout doubled for each try, at most 64 times. As
+//     responder the engine takes what lies within the configured selectors.
 //
 // An invalid peer changes nothing; the error names the field as
 // NewEngine's do.
@@ -171,27 +173,68 @@ func (e *Engine) changeTS(p *peer) {
 	case p.ike == nil || p.ike.state != saEstablished:
 		e.retryTS(p)
 	default:
-		e.enqueue(p.ike, e.rekeyToTS)
+		e.enqueue(p.ike, e.createForTS)
 	}
 }
 
-// rekeyToTS rekeys the newest CHILD_SA of sa with the configured selectors.
-func (e *Engine) rekeyToTS(sa *ikeSA) {
+// createForTS proposes a new CHILD_SA with the configured selectors on sa
+// (RFC 7296 §1.3.1). Only once it is installed do the CHILD_SAs with other
+// selectors go, so that their traffic has an SA throughout. A peer without
+// the change refuses the selectors or narrows them to the old ones; then
+// nothing changes here and the new CHILD_SA, if the peer made one, is
+// deleted.
+func (e *Engine) createForTS(sa *ikeSA) {
 	p := sa.p
 	if sa != p.ike || e.tsCurrent(p) {
 		return
 	}
-	var c *childSA
-	for _, x := range sa.children {
-		if x.state == childInstalled && (c == nil || x.installed.After(c.installed)) {
-			c = x
+	inSPI := e.newChildSPI()
+	ni := newNonce()
+	e.sendRequest(sa, exchCreateChildSA, []payload{
+		&saPayload{proposals: proposals(e.cfg.esp, spiBytes(inSPI))},
+		&noncePayload{data: ni},
+		&tsPayload{selectors: selectors(p.cfg.localTS)},
+		&tsPayload{responder: true, selectors: selectors(p.cfg.remoteTS)},
+	}, &request{onReply: func(resp []payload) {
+		defer e.tsAnswered(p)
+		e.createdForTS(sa, inSPI, ni, resp)
+	}})
+}
+
+// createdForTS takes the answer to createForTS.
+func (e *Engine) createdForTS(sa *ikeSA, inSPI uint32, ni []byte, ps []payload) {
+	p := sa.p
+	nonce, ok := first[*noncePayload](ps)
+	if n := errorNotify(ps); n != nil || !ok {
+		e.freeSPI(inSPI)
+		if n != nil && n.typ != notifyTSUnacceptable && n.typ != notifyTemporaryFailure {
+			e.report(p, "CREATE_CHILD_SA for new traffic selectors refused: "+notifyName(n.typ)+hint(n.typ))
 		}
-	}
-	if c == nil {
-		e.retryTS(p)
 		return
 	}
-	e.replaceChild(sa, c, p.cfg.localTS, p.cfg.remoteTS, true)
+	tsi, tsr := tsOf(ps, false), tsOf(ps, true)
+	if tsi == nil || tsr == nil || !sameTS(tsi.selectors, p.cfg.localTS) || !sameTS(tsr.selectors, p.cfg.remoteTS) {
+		e.log.Debug("ike: the peer narrowed the new traffic selectors; it has not got the change yet", "peer", p.name)
+		e.enqueueFor(p, e.deleteUninstalled(inSPI))
+		return
+	}
+	if err := e.initiatedChild(sa, ps, inSPI, ni, nonce.data); err != nil {
+		e.report(p, "CREATE_CHILD_SA for new traffic selectors: "+err.Error())
+		e.enqueueFor(p, e.deleteUninstalled(inSPI))
+		return
+	}
+	for _, c := range p.ike.children {
+		if c.state == childInstalled && !e.carriesTS(p, c) {
+			c.state = childRekeyed
+			e.enqueue(p.ike, e.deleteChild(c))
+		}
+	}
+}
+
+// sameTS reports whether the selectors cover exactly the prefixes ps.
+func sameTS(sel []selector, ps []netip.Prefix) bool {
+	got, ok := within(sel, ps)
+	return ok && slices.Equal(got, ps)
 }
 
 // tsAnswered follows the peer's answer to a change of selectors: done if a
@@ -219,10 +262,14 @@ func (e *Engine) tsCurrent(p *peer) bool {
 		return false
 	}
 	for _, c := range p.ike.children {
-		if (c.state == childInstalled || c.state == childRekeying) &&
-			slices.Equal(c.LocalTS, p.cfg.localTS) && slices.Equal(c.RemoteTS, p.cfg.remoteTS) {
+		if (c.state == childInstalled || c.state == childRekeying) && e.carriesTS(p, c) {
 			return true
 		}
 	}
 	return false
+}
+
+// carriesTS reports whether c has exactly the configured selectors of p.
+func (e *Engine) carriesTS(p *peer, c *childSA) bool {
+	return slices.Equal(c.LocalTS, p.cfg.localTS) && slices.Equal(c.RemoteTS, p.cfg.remoteTS)
 }

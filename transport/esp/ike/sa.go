@@ -72,8 +72,6 @@ type request struct {
 	rekeyChild *childSA
 	rekeyIKE   bool
 	collision  []byte
-	// tsChange marks a rekey of rekeyChild into the configured selectors.
-	tsChange bool
 }
 
 func (sa *ikeSA) localSPI() uint64 {
