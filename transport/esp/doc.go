@@ -45,6 +45,17 @@
 // which the IKE engine calls once an authenticated IKE message arrives from
 // a new address (RFC 7296 §2.23).
 //
+// # Peers
+//
+// Peers are numbered; Config.Peers gives the first ones, and there may be
+// none. SetPeer adds a peer under any free number or moves an existing
+// one's endpoint, keeping its SAs; RemovePeer uninstalls its CHILD_SAs and
+// frees the number, which a later SetPeer gives to a new peer with no SAs
+// and no drops counted. Neither touches the socket or any other peer. The
+// peer table is a snapshot behind an atomic pointer, replaced whole on a
+// change, so Send and the receive path read it without a lock; a batch
+// being sent or opened during RemovePeer may still go out or be delivered.
+//
 // # Send path
 //
 // Send seals each packet in place with the peer's current outbound SA and
@@ -66,8 +77,9 @@
 // slices come from pools. Send may be called from any number of
 // goroutines; the receive path runs on one goroutine per socket family, so
 // Deliver and the IKE handler may be called concurrently. InstallChild,
-// DeleteChild and Stats are serialised among themselves; they and
-// SetEndpoint publish with atomic stores and never block the packet paths.
+// DeleteChild, Stats, SetPeer and RemovePeer are serialised among
+// themselves; they and SetEndpoint publish with atomic stores and never
+// block the packet paths.
 // Close waits for every goroutine of the transport, so Deliver is not
 // called after it returns.
 //
