@@ -25,14 +25,6 @@ import (
 	"github.com/snorkel-net/snorkel/transport/wireguard"
 )
 
-func init() {
-	commands["agent"] = command{
-		run: runAgent,
-		usage: "a gateway node's agent, running the gateway in-process: snorkel agent [--kubeconfig F] [--context C] [--namespace NS] " +
-			"[--node-name N] [--private-ip IP] [--public-ip IP] [--health-check-ip IP] [--metrics-address :9898] [--debug-address 127.0.0.1:9899] [--pprof] [--dataplane-config-out FILE]",
-	}
-}
-
 func runAgent(args []string) error {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file of this cluster (default $KUBECONFIG or ~/.kube/config)")

@@ -1,18 +1,112 @@
 package main
 
 import (
-	"os"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
 
+	"github.com/snorkel-net/snorkel/controller/api"
 	"github.com/snorkel-net/snorkel/controller/broker"
+	"github.com/snorkel-net/snorkel/deploy"
+	"github.com/snorkel-net/snorkel/transport"
 )
 
-func init() {
-	commands["deploy-broker"] = command{
-		run:   func(args []string) error { return broker.RunDeployBroker(args, os.Stdout) },
-		usage: broker.DeployBrokerUsage,
+// Usage lines of the two commands.
+const (
+	deployBrokerUsage = "set up a broker cluster: snorkel deploy-broker [--kubeconfig F] [--context C] [--globalnet] [--namespace NS] [--out broker-info.subm]"
+	joinUsage         = "join a cluster to a broker and run Snorkel in it: snorkel join broker-info.subm --clusterid ID [--kubeconfig F] [--context C] [--cable-driver esp|wireguard|vxlan] [--image REF] [--no-deploy]"
+)
+
+// runDeployBroker is `snorkel deploy-broker`: it parses args into a
+// broker.DeployBrokerCommand and runs it.
+func runDeployBroker(args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("deploy-broker", flag.ContinueOnError)
+	var c broker.DeployBrokerCommand
+	fs.StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig file of the broker cluster (default $KUBECONFIG or ~/.kube/config)")
+	fs.StringVar(&c.Context, "context", "", "kubeconfig context of the broker cluster (default the current context)")
+	o := &c.Broker
+	fs.StringVar(&o.Namespace, "namespace", api.DefaultBrokerNamespace, "broker namespace")
+	fs.BoolVar(&o.Globalnet, "globalnet", false, "turn on Globalnet, for clusters whose Pod or Service CIDRs overlap")
+	fs.StringVar(&o.GlobalnetCIDRRange, "globalnet-cidr-range", broker.DefaultGlobalnetCIDRRange, "range the clusters' global CIDRs come from")
+	fs.Uint64Var(&o.GlobalnetClusterSize, "default-globalnet-cluster-size", broker.DefaultGlobalnetClusterSize, "global IPs per cluster (rounded up to a power of two)")
+	fs.Uint64Var(&o.GlobalnetClusterSize, "globalnet-cluster-size", broker.DefaultGlobalnetClusterSize, "the same as --default-globalnet-cluster-size, subctl's name")
+	fs.StringVar(&o.BrokerURL, "broker-url", "", "broker API server URL members use (default the kubeconfig's server)")
+	fs.StringVar(&c.PSKFrom, "ipsec-psk-from", "", "take the pre-shared key from this broker-info.subm instead of keeping or making one")
+	fs.StringVar(&c.Out, "out", broker.InfoFileName, "where to write the broker information file")
+	if err := parseFlags(fs, args, nil, out); err != nil {
+		return err
 	}
-	commands["join"] = command{
-		run:   func(args []string) error { return broker.RunJoin(args, os.Stdout) },
-		usage: broker.JoinUsage,
+	return broker.RunDeployBroker(c, out)
+}
+
+// runJoin is `snorkel join`: it parses args into a broker.JoinCommand and
+// runs it.
+func runJoin(args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("join", flag.ContinueOnError)
+	var c broker.JoinCommand
+	fs.StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig file of the joining cluster (default $KUBECONFIG or ~/.kube/config)")
+	fs.StringVar(&c.Context, "context", "", "kubeconfig context of the joining cluster (default the current context)")
+	o := &c.Join
+	fs.StringVar(&o.ClusterID, "clusterid", "", "this cluster's ID in the clusterset (a DNS-1123 label)")
+	fs.StringVar(&o.GlobalCIDR, "globalnet-cidr", "", "this cluster's global CIDR under Globalnet (default the first free block)")
+	fs.StringVar(&o.CableDriver, "cable-driver", api.DefaultCableDriver, "gateway transport: "+strings.Join(transport.Kinds, ", "))
+	clusterCIDR := fs.String("clustercidr", "", "this cluster's Pod CIDRs, comma-separated (default what the cluster tells)")
+	serviceCIDR := fs.String("servicecidr", "", "this cluster's Service CIDRs, comma-separated (default what the cluster tells)")
+	fs.StringVar(&c.Member.Image, "image", deploy.DefaultImage, "the Snorkel image the agent and dnsd run")
+	fs.BoolVar(&c.NoDeploy, "no-deploy", false, "only register the cluster and store the agent's configuration and RBAC; run the agent and dnsd yourself (kubectl apply -k deploy/kustomize/member)")
+	var files []string
+	if err := parseFlags(fs, args, &files, out); err != nil {
+		return err
 	}
+	if len(files) != 1 {
+		return fmt.Errorf("name one broker information file, e.g. `snorkel join %s --clusterid cluster-a` (got %d)", broker.InfoFileName, len(files))
+	}
+	c.InfoFile = files[0]
+	o.ClusterCIDRs = splitList(*clusterCIDR)
+	o.ServiceCIDRs = splitList(*serviceCIDR)
+	return broker.RunJoin(c, out)
+}
+
+// parseFlags parses args, allowing positional arguments among the flags;
+// they go to positional, and are refused if it is nil. -h prints the flags
+// to out.
+func parseFlags(fs *flag.FlagSet, args []string, positional *[]string, out io.Writer) error {
+	fs.SetOutput(io.Discard)
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return flagHelp(fs, out)
+			}
+			return err
+		}
+		if fs.NArg() == 0 {
+			return nil
+		}
+		if positional == nil {
+			return fmt.Errorf("unexpected argument %q: %s takes flags only", fs.Arg(0), fs.Name())
+		}
+		*positional = append(*positional, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+// flagHelp prints the flags' help to out and returns flag.ErrHelp, which
+// the command line takes as success.
+func flagHelp(fs *flag.FlagSet, out io.Writer) error {
+	fmt.Fprintf(out, "usage of snorkel %s:\n", fs.Name())
+	fs.SetOutput(out)
+	fs.PrintDefaults()
+	return flag.ErrHelp
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }

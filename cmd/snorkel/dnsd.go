@@ -24,14 +24,6 @@ import (
 	"github.com/snorkel-net/snorkel/dnsd"
 )
 
-func init() {
-	commands["dnsd"] = command{
-		run: runDNSD,
-		usage: "clusterset.local DNS: snorkel dnsd [--listen :53] [--zone clusterset.local] [--ttl 5s] [--metrics-address ADDR] " +
-			"(--static FILE | [--kubeconfig F] [--context C] [--namespace NS] [--cluster-id ID])",
-	}
-}
-
 func runDNSD(args []string) error {
 	fs := flag.NewFlagSet("dnsd", flag.ContinueOnError)
 	listen := fs.String("listen", ":53", "address to answer on, UDP and TCP")

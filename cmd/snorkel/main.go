@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"strings"
@@ -19,14 +20,32 @@ type command struct {
 
 var commands = map[string]command{
 	"gateway": {run: runGateway, usage: "run a gateway: snorkel gateway --config FILE [--debug-address 127.0.0.1:9899] [--pprof] (SIGHUP rereads FILE and applies the change in place); remove its guard routes from the node: snorkel gateway --uninstall"},
+	"agent": {run: runAgent, usage: "a gateway node's agent, running the gateway in-process: snorkel agent [--kubeconfig F] [--context C] [--namespace NS] " +
+		"[--node-name N] [--private-ip IP] [--public-ip IP] [--health-check-ip IP] [--metrics-address :9898] [--debug-address 127.0.0.1:9899] [--pprof] [--dataplane-config-out FILE]"},
+	"dnsd": {run: runDNSD, usage: "clusterset.local DNS: snorkel dnsd [--listen :53] [--zone clusterset.local] [--ttl 5s] [--metrics-address ADDR] " +
+		"(--static FILE | [--kubeconfig F] [--context C] [--namespace NS] [--cluster-id ID])"},
 	"lab":     {run: runLab, usage: "the two-cluster lab: snorkel lab [run|up|down|status] [--transport wireguard|vxlan]"},
-	"show":    {run: runShow, usage: "a running gateway's Globalnet flows: snorkel show flows [--gateway http://127.0.0.1:9899]"},
+	"show":    {run: runShow, usage: "what Snorkel runs, as subctl shows it: snorkel show connections|endpoints|gateways|networks|brokers|versions|all [--context C]; a gateway's Globalnet flows: snorkel show flows"},
 	"genkey":  {run: runGenkey, usage: "print a new WireGuard private key (base64)"},
 	"pubkey":  {run: runPubkey, usage: "read a private key on stdin, print its public key"},
 	"version": {run: runVersion, usage: "print the version"},
-	"lab-pod": {run: runLabPod, hidden: true},
+
+	"deploy-broker": {run: toStdout(runDeployBroker), usage: deployBrokerUsage},
+	"join":          {run: toStdout(runJoin), usage: joinUsage},
+	"export":        {run: toStdout(runExport), usage: exportUsage},
+	"unexport":      {run: toStdout(runUnexport), usage: unexportUsage},
+	"calico":        {run: toStdout(runCalico), usage: calicoUsage},
 
 	"benchmark": {run: runBenchmark, usage: "data path against baselines, and dnsd against CoreDNS: snorkel benchmark throughput|latency|all [--transport …] [--globalnet] [--baseline …] [--reps 3] [--out DIR] [--kubecontexts C1,C2] | dns | report DIR"},
+
+	"lab-pod":  {run: runLabPod, hidden: true},
+	"perf-pod": {run: runPerfPod, hidden: true},
+}
+
+// toStdout runs a command that reports to a writer, which its tests
+// give, with the standard output.
+func toStdout(run func(args []string, out io.Writer) error) func(args []string) error {
+	return func(args []string) error { return run(args, os.Stdout) }
 }
 
 // version is set at build time with -ldflags "-X main.version=...".

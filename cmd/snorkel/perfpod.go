@@ -16,10 +16,6 @@ import (
 	"github.com/snorkel-net/snorkel/perf"
 )
 
-func init() {
-	commands["perf-pod"] = command{run: runPerfPod, hidden: true}
-}
-
 const perfPodUsage = "usage: snorkel perf-pod rr-server|rr-client|udp-sink|udp-source [flags]"
 
 // runPerfPod is `snorkel perf-pod`, the traffic tools the benchmark runs

@@ -14,10 +14,6 @@ import (
 	"github.com/snorkel-net/snorkel/controller/show"
 )
 
-func init() {
-	commands["show"] = command{run: runShow, usage: "what Snorkel runs, as subctl shows it: snorkel show connections|endpoints|gateways|networks|brokers|versions|all [--context C]; a gateway's Globalnet flows: snorkel show flows"}
-}
-
 // showKubeTimeout bounds a whole `snorkel show VIEW` run.
 const showKubeTimeout = 5 * time.Minute
 

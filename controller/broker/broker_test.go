@@ -97,14 +97,17 @@ func client(t *testing.T, cfg *rest.Config) (kubernetes.Interface, dynamic.Inter
 	return kc, dc
 }
 
-func runCLI(run func([]string, *bytes.Buffer) error, args ...string) (string, error) {
+func deployCLI(c DeployBrokerCommand) (string, error) {
 	var out bytes.Buffer
-	err := run(args, &out)
+	err := RunDeployBroker(c, &out)
 	return out.String(), err
 }
 
-func deployCLI(args []string, out *bytes.Buffer) error { return RunDeployBroker(args, out) }
-func joinCLI(args []string, out *bytes.Buffer) error   { return RunJoin(args, out) }
+func joinCLI(c JoinCommand) (string, error) {
+	var out bytes.Buffer
+	err := RunJoin(c, &out)
+	return out.String(), err
+}
 
 // brokerState is what deploy-broker made, to compare two runs.
 type brokerState struct {
@@ -148,8 +151,8 @@ func readBrokerState(t *testing.T, kc kubernetes.Interface) brokerState {
 }
 
 func testDeployBrokerTwice(t *testing.T, cs *clusterset) {
-	args := []string{"--kubeconfig", cs.broker.Kubeconfig, "--context", cs.broker.Name, "--globalnet", "--out", cs.infoPath}
-	out, err := runCLI(deployCLI, args...)
+	args := DeployBrokerCommand{Kubeconfig: cs.broker.Kubeconfig, Context: cs.broker.Name, Broker: BrokerOptions{Globalnet: true}, Out: cs.infoPath}
+	out, err := deployCLI(args)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +165,7 @@ func testDeployBrokerTwice(t *testing.T, cs *clusterset) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := runCLI(deployCLI, args...); err != nil {
+	if _, err := deployCLI(args); err != nil {
 		t.Fatalf("second run: %v", err)
 	}
 	second := readBrokerState(t, kc)
@@ -277,25 +280,29 @@ func testBrokerTokenScope(t *testing.T, cs *clusterset) {
 }
 
 func testJoinRefusesBadFlags(t *testing.T, cs *clusterset) {
-	base := []string{cs.infoPath, "--kubeconfig", cs.c3.Kubeconfig, "--context", cs.c3.Name}
 	for _, tc := range []struct {
-		name  string
-		extra []string
-		want  []string
+		name    string
+		join    JoinOptions
+		context string
+		want    []string
 	}{
-		{"underscore and capitals", []string{"--clusterid", "Bad_ID"}, []string{"--clusterid", "DNS-1123", `e.g. "bad-id"`}},
-		{"leading dash", []string{"--clusterid=-x"}, []string{"--clusterid", `e.g. "x"`}},
-		{"64 characters", []string{"--clusterid", strings.Repeat("c", 64)}, []string{"--clusterid", "at most 63"}},
-		{"no ID", nil, []string{"--clusterid is required"}},
-		{"unknown cable driver", []string{"--clusterid", "c3", "--cable-driver", "ipsec"}, []string{"--cable-driver", "wireguard, esp, vxlan"}},
-		{"host bits in the Pod CIDR", []string{"--clusterid", "c3", "--clustercidr", "10.7.0.1/16"}, []string{"--clustercidr", "10.7.0.0/16"}},
-		{"a Service CIDR that is none", []string{"--clusterid", "c3", "--servicecidr", "services"}, []string{"--servicecidr"}},
-		{"a global CIDR that is none", []string{"--clusterid", "c3", "--globalnet-cidr", "global"}, []string{"--globalnet-cidr"}},
-		{"no Pod CIDR known", []string{"--clusterid", "c3"}, []string{"--clustercidr", "no nodes"}},
-		{"unknown context", []string{"--clusterid", "c3", "--context", "nowhere"}, []string{"--context nowhere", "nowhere"}},
+		{"underscore and capitals", JoinOptions{ClusterID: "Bad_ID"}, "", []string{"--clusterid", "DNS-1123", `e.g. "bad-id"`}},
+		{"leading dash", JoinOptions{ClusterID: "-x"}, "", []string{"--clusterid", `e.g. "x"`}},
+		{"64 characters", JoinOptions{ClusterID: strings.Repeat("c", 64)}, "", []string{"--clusterid", "at most 63"}},
+		{"no ID", JoinOptions{}, "", []string{"--clusterid is required"}},
+		{"unknown cable driver", JoinOptions{ClusterID: "c3", CableDriver: "ipsec"}, "", []string{"--cable-driver", "wireguard, esp, vxlan"}},
+		{"host bits in the Pod CIDR", JoinOptions{ClusterID: "c3", ClusterCIDRs: []string{"10.7.0.1/16"}}, "", []string{"--clustercidr", "10.7.0.0/16"}},
+		{"a Service CIDR that is none", JoinOptions{ClusterID: "c3", ServiceCIDRs: []string{"services"}}, "", []string{"--servicecidr"}},
+		{"a global CIDR that is none", JoinOptions{ClusterID: "c3", GlobalCIDR: "global"}, "", []string{"--globalnet-cidr"}},
+		{"no Pod CIDR known", JoinOptions{ClusterID: "c3"}, "", []string{"--clustercidr", "no nodes"}},
+		{"unknown context", JoinOptions{ClusterID: "c3"}, "nowhere", []string{"--context nowhere", "nowhere"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := runCLI(joinCLI, append(slices.Clone(base), tc.extra...)...)
+			c := JoinCommand{InfoFile: cs.infoPath, Kubeconfig: cs.c3.Kubeconfig, Context: cs.c3.Name, Join: tc.join}
+			if tc.context != "" {
+				c.Context = tc.context
+			}
+			_, err := joinCLI(c)
 			if err == nil {
 				t.Fatal("accepted")
 			}
@@ -305,9 +312,6 @@ func testJoinRefusesBadFlags(t *testing.T, cs *clusterset) {
 				}
 			}
 		})
-	}
-	if _, err := runCLI(joinCLI, "--clusterid", "c3"); err == nil || !strings.Contains(err.Error(), "broker information file") {
-		t.Errorf("no file: %v", err)
 	}
 	_, dc := client(t, cs.broker.Config())
 	list, err := dc.Resource(submv1.ClusterResource).Namespace(api.DefaultBrokerNamespace).List(t.Context(), metav1.ListOptions{})
@@ -382,7 +386,7 @@ func testJoinParallel(t *testing.T, cs *clusterset) {
 	errs := map[string]error{}
 	var cliOut string
 	wg.Go(func() {
-		out, err := runCLI(joinCLI, c1JoinArgs(cs)...)
+		out, err := joinCLI(c1Join(cs))
 		mu.Lock()
 		defer mu.Unlock()
 		cliOut, errs["c1"] = out, err
@@ -585,8 +589,11 @@ func globalnetClusters(t *testing.T, cs *clusterset) *globalnetInfo {
 // c1Image is the image c1 joins with.
 const c1Image = "registry.example/snorkel:test"
 
-func c1JoinArgs(cs *clusterset) []string {
-	return []string{cs.infoPath, "--clusterid", "c1", "--kubeconfig", cs.c1.Kubeconfig, "--context", "c1", "--cable-driver", "wireguard", "--image", c1Image}
+func c1Join(cs *clusterset) JoinCommand {
+	return JoinCommand{
+		InfoFile: cs.infoPath, Kubeconfig: cs.c1.Kubeconfig, Context: "c1",
+		Join: JoinOptions{ClusterID: "c1", CableDriver: "wireguard"}, Member: MemberOptions{Image: c1Image},
+	}
 }
 
 // kubeadmCorefile is the Corefile kubeadm (and so kind) installs.
@@ -890,7 +897,7 @@ func testRejoin(t *testing.T, cs *clusterset) {
 
 	// Joining again through the CLI, which deploys too, changes nothing.
 	mBefore := memberState(t, cs.c1)
-	out, err := runCLI(joinCLI, c1JoinArgs(cs)...)
+	out, err := joinCLI(c1Join(cs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -901,7 +908,7 @@ func testRejoin(t *testing.T, cs *clusterset) {
 		t.Errorf("output %q does not tell CoreDNS was left alone", out)
 	}
 	// --no-deploy only configures.
-	out, err = runCLI(joinCLI, cs.infoPath, "--clusterid", "c2", "--kubeconfig", cs.c2.Kubeconfig, "--context", "c2", "--no-deploy")
+	out, err = joinCLI(JoinCommand{InfoFile: cs.infoPath, Kubeconfig: cs.c2.Kubeconfig, Context: "c2", Join: JoinOptions{ClusterID: "c2"}, NoDeploy: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -910,7 +917,9 @@ func testRejoin(t *testing.T, cs *clusterset) {
 		t.Errorf("join --no-deploy: DaemonSet %v, output %q", err, out)
 	}
 	// A new --image rolls the agent and dnsd onto it.
-	if _, err := runCLI(joinCLI, append(c1JoinArgs(cs), "--image", "registry.example/snorkel:next")...); err != nil {
+	next := c1Join(cs)
+	next.Member.Image = "registry.example/snorkel:next"
+	if _, err := joinCLI(next); err != nil {
 		t.Fatal(err)
 	}
 	kc, _ := client(t, cs.c1.Config())

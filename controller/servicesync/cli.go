@@ -2,7 +2,6 @@ package servicesync
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -17,12 +16,6 @@ import (
 	mcsclient "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
 )
 
-// One-line usages of the commands, for the snorkel command list.
-const (
-	ExportUsage   = "export a service to the clusterset: snorkel export service NAME [-n NAMESPACE] [--kubeconfig F] [--context C]"
-	UnexportUsage = "stop exporting a service: snorkel unexport service NAME [-n NAMESPACE] [--kubeconfig F] [--context C]"
-)
-
 // cliTimeout bounds one command's requests.
 const cliTimeout = 30 * time.Second
 
@@ -34,51 +27,34 @@ type serviceTarget struct {
 	mcs             mcsclient.Interface
 }
 
-// parseServiceArgs reads "service NAME" and the flags, in any order, and
-// connects to the kubeconfig context. The namespace defaults to the
-// context's, else "default".
-func parseServiceArgs(verb string, args []string, out io.Writer) (*serviceTarget, error) {
-	fs := flag.NewFlagSet(verb, flag.ContinueOnError)
-	fs.SetOutput(out)
-	fs.Usage = func() {
-		fmt.Fprintf(out, "usage: snorkel %s service NAME [flags]\n\nflags:\n", verb)
-		fs.PrintDefaults()
-	}
-	var ns string
-	fs.StringVar(&ns, "n", "", "the service's namespace (default: the context's namespace, else default)")
-	fs.StringVar(&ns, "namespace", "", "same as -n")
-	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default $KUBECONFIG or ~/.kube/config)")
-	kubeContext := fs.String("context", "", "kubeconfig context of the cluster the service is in (default: the current context)")
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos, args = append(pos, fs.Arg(0)), fs.Args()[1:]
-	}
-	switch {
-	case len(pos) == 0 || pos[0] != "service":
-		fs.Usage()
-		return nil, fmt.Errorf("name what to %s: snorkel %s service NAME", verb, verb)
-	case len(pos) != 2:
-		return nil, fmt.Errorf("give one service name after %q, got %d: snorkel %s service NAME -n NAMESPACE", "service", len(pos)-1, verb)
-	}
+// ServiceCommand is what `snorkel export` and `snorkel unexport` act on:
+// a service, and the kubeconfig context of the cluster it lives in.
+type ServiceCommand struct {
+	Name string
+	// Namespace is the service's; empty means the context's namespace,
+	// else "default".
+	Namespace string
+	// Kubeconfig and Context name the cluster; empty means $KUBECONFIG or
+	// ~/.kube/config and its current context.
+	Kubeconfig, Context string
+}
+
+// connect connects to the kubeconfig context of c.
+func connect(c ServiceCommand) (*serviceTarget, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = *kubeconfig
-	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: *kubeContext})
+	rules.ExplicitPath = c.Kubeconfig
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: c.Context})
 	cfg, err := cc.ClientConfig()
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", kubeconfigWhere(*kubeconfig, *kubeContext), err)
+		return nil, fmt.Errorf("%s: %w", kubeconfigWhere(c.Kubeconfig, c.Context), err)
 	}
+	ns := c.Namespace
 	if ns == "" {
 		if ns, _, err = cc.Namespace(); err != nil || ns == "" {
 			ns = metav1.NamespaceDefault
 		}
 	}
-	t := &serviceTarget{namespace: ns, name: pos[1]}
+	t := &serviceTarget{namespace: ns, name: c.Name}
 	if t.kc, err = kubernetes.NewForConfig(cfg); err != nil {
 		return nil, err
 	}
@@ -106,8 +82,8 @@ func kubeconfigWhere(path, kubeContext string) string {
 // RunExport is `snorkel export service NAME`: it creates the ServiceExport
 // of an existing ClusterIP service (headless or not), like subctl export.
 // Exporting twice is not an error.
-func RunExport(args []string, out io.Writer) error {
-	t, err := parseServiceArgs("export", args, out)
+func RunExport(c ServiceCommand, out io.Writer) error {
+	t, err := connect(c)
 	if err != nil {
 		return err
 	}
@@ -146,8 +122,8 @@ func RunExport(args []string, out io.Writer) error {
 
 // RunUnexport is `snorkel unexport service NAME`: it deletes the
 // ServiceExport; the agents then withdraw the service from every cluster.
-func RunUnexport(args []string, out io.Writer) error {
-	t, err := parseServiceArgs("unexport", args, out)
+func RunUnexport(c ServiceCommand, out io.Writer) error {
+	t, err := connect(c)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package servicesync
 
 import (
 	"bytes"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -47,16 +48,15 @@ func testCLI(t *testing.T, cs *clusterset) {
 	cs.namespace(t, "cli", "c1", "c2", "c3")
 	ip := c2.service(t, "cli", "web", "", 80).Spec.ClusterIP
 	kubeconfig := kubeconfigOf(t, map[string]string{"c2": "cli"}, c1, c2)
-	run := func(cmd func([]string, *bytes.Buffer) error, args ...string) (string, error) {
+	run := func(cmd func(ServiceCommand, io.Writer) error, c ServiceCommand) (string, error) {
 		var out bytes.Buffer
-		err := cmd(args, &out)
+		err := cmd(c, &out)
 		return out.String(), err
 	}
-	export := func(args []string, out *bytes.Buffer) error { return RunExport(args, out) }
-	unexport := func(args []string, out *bytes.Buffer) error { return RunUnexport(args, out) }
+	export, unexport := RunExport, RunUnexport
 
-	// Flags after the name; the namespace comes from c2's context.
-	out, err := run(export, "service", "web", "--kubeconfig", kubeconfig, "--context", "c2")
+	// The namespace comes from c2's context.
+	out, err := run(export, ServiceCommand{Name: "web", Kubeconfig: kubeconfig, Context: "c2"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,25 +66,21 @@ func testCLI(t *testing.T, cs *clusterset) {
 	eventually(t, settle, "c1 imports the service the command exported", func() string {
 		return clusterIPImport(t, c1, "cli", "web", map[string]string{"c2": ip}, false, "p80:80/TCP")
 	})
-	if out, err := run(export, "--kubeconfig", kubeconfig, "--context", "c2", "service", "-n", "cli", "web"); err != nil || !strings.Contains(out, "already exported") {
+	if out, err := run(export, ServiceCommand{Name: "web", Namespace: "cli", Kubeconfig: kubeconfig, Context: "c2"}); err != nil || !strings.Contains(out, "already exported") {
 		t.Errorf("exporting again: %q, %v; want a note that it is already exported", out, err)
 	}
 
 	for _, tt := range []struct {
 		name  string
-		cmd   func([]string, *bytes.Buffer) error
-		args  []string
+		cmd   func(ServiceCommand, io.Writer) error
+		args  ServiceCommand
 		words []string
 	}{
-		{"the current context (c1) has no such service", export, []string{"service", "web", "-n", "cli", "--kubeconfig", kubeconfig}, []string{"cli/web not found", "--context"}},
-		{"an unknown context", export, []string{"service", "web", "--kubeconfig", kubeconfig, "--context", "nope"}, []string{"--context nope"}},
-		{"no name", export, []string{"service", "--kubeconfig", kubeconfig}, []string{"one service name"}},
-		{"two names", unexport, []string{"service", "a", "b", "--kubeconfig", kubeconfig}, []string{"one service name"}},
-		{"not a service", export, []string{"deployment", "web", "--kubeconfig", kubeconfig}, []string{"service NAME"}},
-		{"an unknown flag", export, []string{"service", "web", "--cluster", "c2"}, []string{"-cluster"}},
-		{"unexporting what is not exported", unexport, []string{"service", "api", "-n", "cli", "--kubeconfig", kubeconfig, "--context", "c2"}, []string{"cli/api is not exported"}},
+		{"the current context (c1) has no such service", export, ServiceCommand{Name: "web", Namespace: "cli", Kubeconfig: kubeconfig}, []string{"cli/web not found", "--context"}},
+		{"an unknown context", export, ServiceCommand{Name: "web", Kubeconfig: kubeconfig, Context: "nope"}, []string{"--context nope"}},
+		{"unexporting what is not exported", unexport, ServiceCommand{Name: "api", Namespace: "cli", Kubeconfig: kubeconfig, Context: "c2"}, []string{"cli/api is not exported"}},
 	} {
-		_, err := run(tt.cmd, tt.args...)
+		_, err := run(tt.cmd, tt.args)
 		for _, w := range tt.words {
 			if err == nil || !strings.Contains(err.Error(), w) {
 				t.Errorf("%s: error %v does not mention %q", tt.name, err, w)
@@ -92,7 +88,7 @@ func testCLI(t *testing.T, cs *clusterset) {
 		}
 	}
 
-	if out, err := run(unexport, "service", "web", "--namespace", "cli", "--kubeconfig", kubeconfig, "--context", "c2"); err != nil || !strings.Contains(out, "unexported") {
+	if out, err := run(unexport, ServiceCommand{Name: "web", Namespace: "cli", Kubeconfig: kubeconfig, Context: "c2"}); err != nil || !strings.Contains(out, "unexported") {
 		t.Fatalf("unexport: %q, %v", out, err)
 	}
 	eventually(t, settle, "c1 forgets the service the command unexported", func() string { return nothingImported(t, c1, "cli", "web") })

@@ -163,12 +163,12 @@ func TestRunReadsTheBroker(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, args := range [][]string{
-		{"ippools", "--cluster", "c1", "--broker-info", infoPath},
-		{"ippools", "--cluster", "c1", "--kubeconfig", srv.Kubeconfig, "--context", srv.Name},
+	for _, args := range []IPPoolsCommand{
+		{Cluster: "c1", BrokerInfo: infoPath},
+		{Cluster: "c1", Kubeconfig: srv.Kubeconfig, Context: srv.Name},
 	} {
 		var out bytes.Buffer
-		if err := Run(args, &out); err != nil {
+		if err := RunIPPools(args, &out); err != nil {
 			t.Fatalf("%v: %v", args, err)
 		}
 		if out.String() != c1Pools {
@@ -176,16 +176,15 @@ func TestRunReadsTheBroker(t *testing.T) {
 		}
 	}
 	for _, tc := range []struct {
-		args []string
+		args IPPoolsCommand
 		want string
 	}{
-		{[]string{"ippools", "--cluster", "c9", "--broker-info", infoPath}, `"c9" is not on the broker (its clusters: c1, c2)`},
-		{[]string{"ippools", "--cluster", "c1"}, "say where the broker is"},
-		{[]string{"ippools", "--broker-info", infoPath}, "--cluster is required"},
-		{[]string{"ippools", "--cluster", "c1", "--broker-info", infoPath, "--context", "x"}, "not both"},
-		{[]string{"pools"}, "usage"},
+		{IPPoolsCommand{Cluster: "c9", BrokerInfo: infoPath}, `"c9" is not on the broker (its clusters: c1, c2)`},
+		{IPPoolsCommand{Cluster: "c1"}, "say where the broker is"},
+		{IPPoolsCommand{BrokerInfo: infoPath}, "--cluster is required"},
+		{IPPoolsCommand{Cluster: "c1", BrokerInfo: infoPath, Context: "x"}, "not both"},
 	} {
-		if err := Run(tc.args, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if err := RunIPPools(tc.args, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: %v, want %q", tc.args, err, tc.want)
 		}
 	}
