@@ -71,7 +71,6 @@ type Gateway struct {
 	// spec's at first, replaced by updateGlobalnet.
 	globalnet atomic.Pointer[globalnetSpec]
 
-	localRoutes *routeTable // this cluster's own CIDRs (and TUN address) → 0
 	// globalRoutes is this cluster's global CIDR with Globalnet, else nil:
 	// the only destinations a remote may address before translation.
 	globalRoutes *routeTable
@@ -148,12 +147,7 @@ func newGateway(s *spec, opts Options) *Gateway {
 	if s.globalnet != nil {
 		g.globalnet.Store(s.globalnet)
 	}
-	var local []route
-	for _, p := range s.local {
-		local = append(local, route{p, 0})
-	}
 	if s.tunAddr.IsValid() {
-		local = append(local, route{netip.PrefixFrom(s.tunAddr.Addr(), s.tunAddr.Addr().BitLen()), 0})
 		if s.tunAddr.Addr().Is4() {
 			g.from4 = s.tunAddr.Addr()
 		} else {
@@ -161,7 +155,6 @@ func newGateway(s *spec, opts Options) *Gateway {
 		}
 	}
 	g.set.Store(newRemoteSet(s, nil))
-	g.localRoutes = newRouteTable(local)
 	if s.globalnet != nil {
 		g.globalRoutes = newRouteTable([]route{{s.globalnet.rules.Global, 0}})
 	}
@@ -434,7 +427,7 @@ func (g *Gateway) Deliver(peer int, bufs [][]byte, offset int) {
 			c.drops[dropTranslate].Add(1)
 			continue
 		}
-		if g.localRoutes.lookup(p.Version, &p.Dst) == noRoute {
+		if rs.local.lookup(p.Version, &p.Dst) == noRoute {
 			c.drops[dropBadDestination].Add(1)
 			continue
 		}

@@ -5,9 +5,9 @@ import (
 	"slices"
 )
 
-// remoteSet is the gateway's remotes as one immutable value, swapped whole
-// when they change (update.go), so that the data path reads it with one
-// atomic load and no lock.
+// remoteSet is the gateway's remotes, and this cluster's own ranges, as one
+// immutable value swapped whole when they change (update.go), so that the
+// data path reads it with one atomic load and no lock.
 //
 // Each remote has a slot: its peer number in the transport, its value in
 // the route table and its index in the NAT engine's Rules.Remotes. A remote
@@ -19,6 +19,7 @@ type remoteSet struct {
 	slots  []int          // spec.remotes index → slot
 	bySlot []*remoteState // slot → state; nil where free
 	routes *routeTable    // destination → slot
+	local  *routeTable    // this cluster's own CIDRs (and TUN address) → 0
 	health *health        // nil when there is nothing to probe or answer
 }
 
@@ -81,6 +82,14 @@ func newRemoteSet(s *spec, prev *remoteSet) *remoteSet {
 		}
 	}
 	rs.routes = newRouteTable(routes)
+	var local []route
+	for _, p := range s.local {
+		local = append(local, route{p, 0})
+	}
+	if a := s.tunAddr; a.IsValid() {
+		local = append(local, route{netip.PrefixFrom(a.Addr(), a.Addr().BitLen()), 0})
+	}
+	rs.local = newRouteTable(local)
 	var prevHealth *health
 	if prev != nil {
 		prevHealth = prev.health

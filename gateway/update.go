@@ -10,8 +10,8 @@ import (
 )
 
 // ErrLocalChange is returned by Update for a spec whose local part (the
-// cluster, the TUN device, the transport and its keys, Globalnet's global
-// CIDR) differs from the running one: that needs a new gateway.
+// cluster's ID, the TUN device, the transport and its keys, Globalnet's
+// global CIDR) differs from the running one: that needs a new gateway.
 var ErrLocalChange = errors.New("gateway: the local configuration changed; start a new gateway")
 
 // Update makes the gateway serve sp, which it validates, in place: see
@@ -24,12 +24,15 @@ func (g *Gateway) Update(sp *Spec) error {
 	return g.update(s)
 }
 
-// sameLocal reports whether a and b differ at most in their remotes and in
-// Globalnet's addresses (egress pools, ingress entries, cluster egress
-// IPs), which a running gateway takes in place.
+// sameLocal reports whether a and b differ at most in their remotes, in
+// this cluster's own pod and service CIDRs and in Globalnet's addresses
+// (egress pools, ingress entries, cluster egress IPs), which a running
+// gateway takes in place.
 func sameLocal(a, b *Spec) bool {
 	ca, cb := *a, *b
 	ca.Remotes, cb.Remotes = nil, nil
+	ca.Cluster.PodCIDRs, cb.Cluster.PodCIDRs = nil, nil
+	ca.Cluster.ServiceCIDRs, cb.Cluster.ServiceCIDRs = nil, nil
 	if (a.Globalnet == nil) != (b.Globalnet == nil) {
 		return false
 	}
@@ -97,9 +100,13 @@ func (g *Gateway) update(next *spec) error {
 		prev = ms
 	}
 
+	// This cluster's own ranges are the local traffic selectors of every
+	// IPsec peer: when they change, each peer negotiates new CHILD_SAs
+	// beside its old ones.
+	localChanged := !slices.Equal(prev.spec.local, next.local)
 	ns := newRemoteSet(next, prev)
 	for i, slot := range ns.slots {
-		if pi := prev.index(slot); pi >= 0 && !remoteChanged(prev.spec, pi, next, i) {
+		if pi := prev.index(slot); pi >= 0 && !localChanged && !remoteChanged(prev.spec, pi, next, i) {
 			continue
 		}
 		if err := g.tr.setPeer(next, i, slot, k); err != nil {

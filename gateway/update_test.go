@@ -40,8 +40,9 @@ func routeOf(g *Gateway, dst string) int {
 
 // TestUpdateTouchesOnlyTheRemoteThatChanged checks that a change to the
 // remotes reaches the transport as exactly the peers that joined, changed
-// or left, that every other remote keeps its slot and counters, and that
-// a local change is refused for a restart to handle.
+// or left, that every other remote keeps its slot and counters, that this
+// cluster's own CIDRs grow in place, and that another local change is
+// refused for a restart to handle.
 func TestUpdateTouchesOnlyTheRemoteThatChanged(t *testing.T) {
 	c := threeRemotes()
 	s, err := c.build()
@@ -97,14 +98,25 @@ func TestUpdateTouchesOnlyTheRemoteThatChanged(t *testing.T) {
 		WireGuard: &WireGuardRemoteConfig{PublicKey: "Rk5kWjB0dnpKd2hGbU9XYk1hVnJHdXV4SlN6UlZ0QzA="}})
 	step("c5 joins into the slot c3 left", back, "set 1=c5")
 
-	local := back
-	local.Cluster.PodCIDRs = []string{"10.8.0.0/16", "10.80.0.0/16"}
-	ls, err := local.build()
+	grown := back
+	grown.Cluster.PodCIDRs = []string{"10.8.0.0/16", "10.80.0.0/16"}
+	// The cluster's own ranges are every IPsec peer's local selectors, so
+	// each peer hears of them; none is replaced.
+	step("this cluster's pod CIDRs grow", grown, "set 0=c2", "set 2=c4", "set 1=c5")
+	var p packet.Parsed
+	copy(p.Dst[:], netip.MustParseAddr("10.80.0.9").AsSlice())
+	if g.set.Load().local.lookup(4, &p.Dst) == noRoute {
+		t.Error("a packet to the cluster's new pod CIDR is not delivered locally")
+	}
+
+	renamed := grown
+	renamed.TUN.Name = "snk-other"
+	rs, err := renamed.build()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := g.update(ls); !errors.Is(err, ErrLocalChange) {
-		t.Errorf("a change of the cluster's own CIDRs was applied in place (err %v); it needs a new gateway", err)
+	if err := g.update(rs); !errors.Is(err, ErrLocalChange) {
+		t.Errorf("a new TUN device name was applied in place (err %v); it needs a new gateway", err)
 	}
 }
 
