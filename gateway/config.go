@@ -235,6 +235,12 @@ func (c *Config) applyDefaults() {
 func (c *Config) build() (*spec, error) {
 	c.applyDefaults()
 	var errs errList
+	// A gateway with no one to connect to has nothing to do; a Spec may
+	// pass through that state (the Runner stops the gateway), a file may
+	// not.
+	if len(c.Remotes) == 0 {
+		errs.add("remotes", "no remote clusters; list at least one cluster to connect to")
+	}
 	s := c.parse(&errs)
 	d := s.deriveInto(&errs)
 	if err := errs.err(); err != nil {

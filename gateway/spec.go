@@ -238,9 +238,6 @@ func (s *Spec) deriveInto(errs *errList) *spec {
 		errs.add("transport.type", "unknown transport %q; use one of %s", t.Kind, strings.Join(transport.Kinds, ", "))
 	}
 
-	if len(s.Remotes) == 0 {
-		errs.add("remotes", "no remote clusters; list at least one cluster to connect to")
-	}
 	ids := map[string]string{c.ID: "cluster.id"}
 	keys := map[wireguard.Key]string{}
 	for i := range s.Remotes {

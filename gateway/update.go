@@ -125,17 +125,7 @@ func (g *Gateway) update(next *spec) error {
 func (s *spec) without(keep map[string]bool) (*spec, error) {
 	c := *s.Spec
 	c.Remotes = slices.DeleteFunc(slices.Clone(c.Remotes), func(r RemoteSpec) bool { return !keep[r.ID] })
-	var errs errList
-	d := c.deriveInto(&errs)
-	// A spec of no remotes is refused by Validate but is a gateway's
-	// passing state here.
-	if len(c.Remotes) == 0 && len(errs.errs) == 1 {
-		return d, nil
-	}
-	if err := errs.err(); err != nil {
-		return nil, err
-	}
-	return d, nil
+	return c.derive()
 }
 
 // setRules gives the NAT engine next's rules with the remotes by slot.

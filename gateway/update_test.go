@@ -118,6 +118,20 @@ func TestUpdateTouchesOnlyTheRemoteThatChanged(t *testing.T) {
 	if err := g.update(rs); !errors.Is(err, ErrLocalChange) {
 		t.Errorf("a new TUN device name was applied in place (err %v); it needs a new gateway", err)
 	}
+
+	// Every remote replaced at once: the leavers go first, so that the
+	// newcomer may take an endpoint or a slot one of them had.
+	replaced := grown
+	replaced.Remotes = []Remote{{ID: "c6", PodCIDRs: []string{"10.9.0.0/16"}, Endpoint: "198.18.0.22",
+		WireGuard: &WireGuardRemoteConfig{PublicKey: "Rk5kWjB0dnpKd2hGbU9XYk1hVnJHdXV4SlN6UlZ0QzE="}}}
+	tr.changes = nil
+	updated(t, g, replaced)
+	if want := []string{"remove 0", "remove 1", "remove 2", "set 0=c6"}; !slices.Equal(tr.changes, want) {
+		t.Errorf("every remote replaced: transport changes %q, want %q", tr.changes, want)
+	}
+	if got := g.set.Load().bySlot[0].c.txPackets.Load(); got != 0 {
+		t.Errorf("c6 inherited c2's counters (txPackets %d)", got)
+	}
 }
 
 // TestUpdateKeepsGlobalnetFlows checks that a remote joining leaves the
