@@ -26,6 +26,9 @@ type Runner struct {
 
 	mu  sync.Mutex
 	cur *running
+	// failed receives the error of a gateway that stopped on its own
+	// (its device failed), not because the Runner stopped it.
+	failed chan error
 }
 
 // running is one started gateway.
@@ -46,7 +49,7 @@ func NewRunner(log *slog.Logger) *Runner {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Runner{log: log}
+	return &Runner{log: log, failed: make(chan error, 1)}
 }
 
 // Apply makes the running gateway match s, which it validates (and fills
@@ -128,7 +131,19 @@ func (r *Runner) start(s *spec) (*running, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cur := &running{spec: s.Spec, g: g, sys: sys, metrics: g.MetricsHandler(), debug: g.DebugHandler(), cancel: cancel, done: make(chan error, 1)}
-	go func() { cur.done <- g.Run(ctx, dev) }()
+	go func() {
+		err := g.Run(ctx, dev)
+		if ctx.Err() == nil {
+			if err == nil {
+				err = errors.New("gateway: the device closed")
+			}
+			select {
+			case r.failed <- err:
+			default:
+			}
+		}
+		cur.done <- err
+	}()
 	r.log.Info("gateway up", "tun", s.TUN.Name, "mtu", g.MTU(), "transport", s.Transport.Kind,
 		"port", s.port, "remotes", len(s.remotes))
 	return cur, nil
@@ -150,6 +165,10 @@ func (r *Runner) stopLocked() {
 	}
 	r.log.Info("gateway down", "tun", cur.spec.TUN.Name)
 }
+
+// Failed reports the error of a gateway that stopped by itself, its device
+// having failed; the Runner does not start it again.
+func (r *Runner) Failed() <-chan error { return r.failed }
 
 // Close stops the gateway, if one runs.
 func (r *Runner) Close() {

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/vishvananda/netlink"
 
@@ -149,4 +150,38 @@ func mustCompile(t *testing.T, c Config) *Spec {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// TestRunnerReportsAGatewayThatFailed deletes a running gateway's TUN
+// device under it: the gateway's read fails, and Failed says so, so that
+// `snorkel gateway` exits rather than serve nothing.
+func TestRunnerReportsAGatewayThatFailed(t *testing.T) {
+	inFreshNetns(t, func() {
+		r := NewRunner(nil)
+		defer r.Close()
+		cfg := validConfig()
+		cfg.TUN.Name = "snk-fail0"
+		cfg.Transport.WireGuard.PrivateKeyFile = filepath.Join(t.TempDir(), "key")
+		if err := r.Apply(context.Background(), mustCompile(t, cfg)); err != nil {
+			t.Error(err)
+			return
+		}
+		l, err := netlink.LinkByName("snk-fail0")
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if err := netlink.LinkDel(l); err != nil {
+			t.Error(err)
+			return
+		}
+		select {
+		case err := <-r.Failed():
+			if err == nil {
+				t.Error("Failed gave a nil error")
+			}
+		case <-time.After(time.Minute):
+			t.Error("the gateway's device is gone, but Failed said nothing in a minute")
+		}
+	})
 }

@@ -84,6 +84,8 @@ func runGateway(args []string) error {
 		case <-ctx.Done():
 			log.Info("gateway down")
 			return nil
+		case err := <-r.Failed():
+			return err
 		case <-hup:
 			reloadGateway(ctx, r, *cfgPath, log)
 		}
