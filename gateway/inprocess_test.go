@@ -133,6 +133,37 @@ func start(t *testing.T, cfg gateway.Config, pods []netip.Addr) *cluster {
 	return &cluster{cfg: cfg, gw: gw, net: tnet}
 }
 
+// streamToC2 connects c1's pod to a server on c2's pod at port, which
+// hashes what arrives and sends the SHA-256 on the channel when the stream
+// ends (zero if the connection failed).
+func streamToC2(t *testing.T, c1, c2 *cluster, port uint16) (net.Conn, <-chan [32]byte) {
+	t.Helper()
+	ln, err := c2.net.ListenTCPAddrPort(netip.AddrPortFrom(pod2, port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	sums := make(chan [32]byte, 1)
+	go func() {
+		conn, err := ln.Accept()
+		if err != nil {
+			sums <- [32]byte{}
+			return
+		}
+		defer conn.Close()
+		h := sha256.New()
+		io.Copy(h, conn)
+		sums <- [32]byte(h.Sum(nil))
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), settle)
+	defer cancel()
+	conn, err := c1.net.DialContextTCPAddrPort(ctx, netip.AddrPortFrom(pod2, port))
+	if err != nil {
+		t.Fatalf("dial c2 pod from c1 pod: %v", err)
+	}
+	return conn, sums
+}
+
 var (
 	pod1 = netip.MustParseAddr("10.8.1.2")
 	pod2 = netip.MustParseAddr("10.9.1.2")
@@ -142,30 +173,8 @@ func TestInProcessTCPTransferAcrossClusters(t *testing.T) {
 	for _, tr := range transport.Kinds {
 		t.Run(tr, func(t *testing.T) {
 			c1, c2 := startPair(t, tr, []netip.Addr{pod1}, []netip.Addr{pod2})
-			ln, err := c2.net.ListenTCPAddrPort(netip.AddrPortFrom(pod2, 8080))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ln.Close()
 			const size = 16 << 20
-			sums := make(chan [32]byte, 1)
-			go func() {
-				conn, err := ln.Accept()
-				if err != nil {
-					sums <- [32]byte{}
-					return
-				}
-				defer conn.Close()
-				h := sha256.New()
-				io.Copy(h, conn)
-				sums <- [32]byte(h.Sum(nil))
-			}()
-			ctx, cancel := context.WithTimeout(context.Background(), settle)
-			defer cancel()
-			conn, err := c1.net.DialContextTCPAddrPort(ctx, netip.AddrPortFrom(pod2, 8080))
-			if err != nil {
-				t.Fatalf("dial c2 pod from c1 pod: %v", err)
-			}
+			conn, sums := streamToC2(t, c1, c2, 8080)
 			payload := make([]byte, size)
 			rand.NewChaCha8([32]byte{3, 4}).Read(payload)
 			conn.SetDeadline(time.Now().Add(bulk))
@@ -377,29 +386,7 @@ func TestInProcessStreamSurvivesAnotherRemoteChanging(t *testing.T) {
 	for _, tr := range transport.Kinds {
 		t.Run(tr, func(t *testing.T) {
 			c1, c2 := startPair(t, tr, []netip.Addr{pod1}, []netip.Addr{pod2})
-			ln, err := c2.net.ListenTCPAddrPort(netip.AddrPortFrom(pod2, 8081))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ln.Close()
-			sums := make(chan [32]byte, 1)
-			go func() {
-				conn, err := ln.Accept()
-				if err != nil {
-					sums <- [32]byte{}
-					return
-				}
-				defer conn.Close()
-				h := sha256.New()
-				io.Copy(h, conn)
-				sums <- [32]byte(h.Sum(nil))
-			}()
-			ctx, cancel := context.WithTimeout(context.Background(), settle)
-			defer cancel()
-			conn, err := c1.net.DialContextTCPAddrPort(ctx, netip.AddrPortFrom(pod2, 8081))
-			if err != nil {
-				t.Fatalf("dial c2 pod from c1 pod: %v", err)
-			}
+			conn, sums := streamToC2(t, c1, c2, 8081)
 			conn.SetDeadline(time.Now().Add(bulk))
 			ipsecBefore := c1.gw.Stats().Remotes[0].IPsec
 
