@@ -138,7 +138,7 @@ func (p *Process) Stop(timeout time.Duration) error {
 	if !p.Alive() {
 		return nil
 	}
-	if err := p.signal(syscall.SIGTERM); err != nil {
+	if err := p.Signal(syscall.SIGTERM); err != nil {
 		return err
 	}
 	if p.wait(timeout) {
@@ -151,7 +151,7 @@ func (p *Process) Stop(timeout time.Duration) error {
 // or the OOM killer would end it, with no chance to clean up. Like Stop, it
 // signals only this process.
 func (p *Process) Kill() error {
-	if err := p.signal(syscall.SIGKILL); err != nil {
+	if err := p.Signal(syscall.SIGKILL); err != nil {
 		return err
 	}
 	if p.wait(5 * time.Second) {
@@ -160,7 +160,10 @@ func (p *Process) Kill() error {
 	return fmt.Errorf("topo: %s (pid %d) survived SIGKILL", p.Name, p.PID)
 }
 
-func (p *Process) signal(sig syscall.Signal) error {
+// Signal sends sig to the process, such as SIGHUP to make a gateway reread
+// its configuration. Like Stop, it signals only this process; one that has
+// exited is not an error.
+func (p *Process) Signal(sig syscall.Signal) error {
 	var err error
 	if p.cmd != nil {
 		// os.Process signals through a pidfd, which cannot hit a reused PID.
