@@ -92,8 +92,7 @@ func (l *Lab) startGateways(ctx context.Context) error {
 		if err := os.WriteFile(path, b, 0o644); err != nil {
 			return fmt.Errorf("lab: write %s: %w", path, err)
 		}
-		p, err := l.Topo.NS(c.Gateway.NS).Start(gatewayProcess(c.Spec.ID), l.Topo.Binary(), "gateway", "--config", path,
-			"--debug-address", DebugAddress, "--pprof")
+		p, err := l.startGateway(c)
 		if err != nil {
 			return err
 		}
@@ -115,6 +114,42 @@ func (l *Lab) startGateways(ctx context.Context) error {
 		return l.waitIPsec(ctx)
 	}
 	return nil
+}
+
+// startGateway starts c's gateway on its config file.
+func (l *Lab) startGateway(c *ClusterPlan) (*topo.Process, error) {
+	return l.Topo.NS(c.Gateway.NS).Start(gatewayProcess(c.Spec.ID), l.Topo.Binary(), "gateway", "--config", ConfigFile(l.StateDir, c.Spec.ID),
+		"--debug-address", DebugAddress, "--pprof")
+}
+
+// GatewayProcess returns the process of a cluster's gateway started last,
+// running or not, or nil if the lab started none (kernel routing, or the
+// agent runs the gateway).
+func (l *Lab) GatewayProcess(cluster string) *topo.Process {
+	var p *topo.Process
+	for _, q := range l.Topo.Processes() {
+		if q.Name == gatewayProcess(cluster) {
+			p = q
+		}
+	}
+	return p
+}
+
+// RestartGateway stops a cluster's gateway, if it runs, and starts a new
+// one on its config file as the file is now, as a node whose gateway is
+// redeployed (with a new key, say) sees it. The new process's log replaces
+// the old one's. It does not wait for the new gateway to be ready.
+func (l *Lab) RestartGateway(cluster string) (*topo.Process, error) {
+	c := l.Plan.Cluster(cluster)
+	if c == nil {
+		return nil, fmt.Errorf("lab: no cluster %q in scenario %s", cluster, l.Plan.Scenario.Name)
+	}
+	if p := l.GatewayProcess(cluster); p != nil {
+		if err := p.Stop(gatewayStopTimeout); err != nil {
+			return nil, err
+		}
+	}
+	return l.startGateway(c)
 }
 
 // waitIPsec waits until every gateway has an IKE SA and a CHILD_SA with
