@@ -88,6 +88,10 @@ type ServicePlan struct {
 	GlobalIP netip.Addr
 }
 
+// maxNodesPerCIDR is how many clusters may share a pod CIDR: their nodes
+// take the addresses below the pods', which start at the eleventh.
+const maxNodesPerCIDR = 10
+
 var labelRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 
 // NewPlan resolves a scenario. It reports every problem it finds.
@@ -112,6 +116,7 @@ func NewPlan(s Scenario, prefix string) (*Plan, error) {
 		nsNames[ns] = what
 	}
 	ulAddr := UnderlayCIDR.Addr()
+	nodesIn := map[netip.Prefix]int{}
 	globalnet := len(s.Clusters) > 0 && s.Clusters[0].GlobalCIDR.IsValid()
 	for _, c := range s.Clusters {
 		field := fmt.Sprintf("cluster %q", c.ID)
@@ -137,11 +142,21 @@ func NewPlan(s Scenario, prefix string) (*Plan, error) {
 			}
 		}
 		ulAddr = ulAddr.Next()
+		// A node address is also its gateway's health-check address, which
+		// must be its own across the clusterset: clusters that share a pod
+		// CIDR (Globalnet's) take the low addresses in turn.
+		node := c.PodCIDR.Addr().Next()
+		for range nodesIn[c.PodCIDR] {
+			node = node.Next()
+		}
+		if nodesIn[c.PodCIDR]++; nodesIn[c.PodCIDR] > maxNodesPerCIDR {
+			bad("%s: more than %d clusters share the pod CIDR %s; their gateway nodes have no addresses of their own left", field, maxNodesPerCIDR, c.PodCIDR)
+		}
 		cp := ClusterPlan{Spec: c, Gateway: GatewayPlan{
 			NS:         c.ID + "-gw",
 			BridgePort: "ul-" + c.ID,
 			UnderlayIP: netip.PrefixFrom(ulAddr, UnderlayCIDR.Bits()),
-			NodeIP:     c.PodCIDR.Addr().Next(),
+			NodeIP:     node,
 			TUN:        prefix + c.ID,
 		}}
 		claim(cp.Gateway.NS, field+"'s gateway")

@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -69,6 +70,11 @@ func TestOverlappingClustersPlan(t *testing.T) {
 	if g1.Gateway.UnderlayIP == g2.Gateway.UnderlayIP {
 		t.Error("gateways share an underlay address")
 	}
+	// Each gateway's node address is its health-check address, which the
+	// other gateways must tell apart.
+	if g1.Gateway.NodeIP != netip.MustParseAddr("10.7.0.1") || g2.Gateway.NodeIP != netip.MustParseAddr("10.7.0.2") {
+		t.Errorf("g1's node is %s and g2's %s; want 10.7.0.1 and 10.7.0.2", g1.Gateway.NodeIP, g2.Gateway.NodeIP)
+	}
 }
 
 func TestPlanRefusesBadScenarios(t *testing.T) {
@@ -99,6 +105,13 @@ func TestPlanRefusesBadScenarios(t *testing.T) {
 				s.Clusters[0].Pods = append(s.Clusters[0].Pods, "p"+strings.Repeat("x", i%5)+string(rune('a'+i%26))+string(rune('a'+i/26)))
 			}
 		}, "snk-", "do not fit"},
+		{"eleven clusters share a pod CIDR", func(s *Scenario) {
+			for i := range maxNodesPerCIDR {
+				c := s.Clusters[0]
+				c.ID, c.Pods = fmt.Sprintf("x%d", i), []string{fmt.Sprintf("x%d-pod", i)}
+				s.Clusters = append(s.Clusters, c)
+			}
+		}, "snk-", "share the pod CIDR"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := Basic()
