@@ -115,7 +115,13 @@ func upScenario(t *testing.T, sc lab.Scenario, transport, tag string) *lab.Lab {
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
+			// A restarted process writes the log of the one it replaced.
+			shown := map[string]bool{}
 			for _, p := range l.Topo.Processes() {
+				if shown[p.Log] {
+					continue
+				}
+				shown[p.Log] = true
 				if b, err := os.ReadFile(p.Log); err == nil {
 					t.Logf("log of %s:\n%s", p.Name, b)
 				}
