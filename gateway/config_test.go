@@ -53,6 +53,7 @@ func TestValidateNamesFieldAndFix(t *testing.T) {
 		{"cluster id not a DNS label", func(c *Config) { c.Cluster.ID = "C_1" }, []string{"cluster.id", "DNS-1123"}},
 		{"duplicate cluster id", func(c *Config) { c.Remotes[0].ID = "c1" }, []string{"remotes[0].id", "already named by cluster.id"}},
 		{"bad endpoint", func(c *Config) { c.Remotes[0].Endpoint = "gw.example" }, []string{"remotes[0].endpoint", "198.18.0.2:4500"}},
+		{"unspecified endpoint", func(c *Config) { c.Remotes[0].Endpoint = "0.0.0.0:4500" }, []string{"remotes[0].endpoint", "not a unicast address"}},
 		{"missing public key", func(c *Config) { c.Remotes[0].WireGuard = nil }, []string{"remotes[0].wireguard.publicKey", "is required"}},
 		{"malformed public key", func(c *Config) { c.Remotes[0].WireGuard.PublicKey = "abc" }, []string{"remotes[0].wireguard.publicKey", "base64"}},
 		{"missing key file", func(c *Config) { c.Transport.WireGuard = nil }, []string{"transport.wireguard.privateKeyFile"}},
@@ -317,5 +318,23 @@ func TestGlobalnetCountsAroundListedAddresses(t *testing.T) {
 	}
 	if got := s.globalnet.rules.ClusterEgress; !slices.Equal(got, want) {
 		t.Errorf("cluster egress %v, want the first free block of %d after 242.1.0.3: %v", got, DefaultClusterEgressIPs, want)
+	}
+}
+
+// TestSpecValidateNamesFieldAndFix checks that a Spec built in code, as
+// the agent builds one, is judged with the file's field names.
+func TestSpecValidateNamesFieldAndFix(t *testing.T) {
+	c := validConfig()
+	s, err := c.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Remotes[0].Endpoint = netip.AddrPort{}
+	s.Remotes[0].PodCIDRs = append(s.Remotes[0].PodCIDRs, netip.MustParsePrefix("10.8.0.0/16"))
+	err = s.Validate()
+	for _, want := range []string{"remotes[0].endpoint: is not set", "remotes[0].podCIDRs[1]", "Globalnet"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate: %v; want it to say %q", err, want)
+		}
 	}
 }

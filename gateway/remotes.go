@@ -25,9 +25,8 @@ type remoteSet struct {
 
 // remoteState is what the gateway keeps of one remote across changes.
 type remoteState struct {
-	id       string
-	endpoint netip.AddrPort
-	c        *counters
+	id string
+	c  *counters
 }
 
 // newRemoteSet lays out s's remotes in slots, keeping the slot, counters
@@ -70,7 +69,7 @@ func newRemoteSet(s *spec, prev *remoteSet) *remoteSet {
 	var routes []route
 	for i, r := range s.remotes {
 		slot := rs.slots[i]
-		st := &remoteState{id: r.id, endpoint: r.endpoint, c: &counters{}}
+		st := &remoteState{id: r.id, c: &counters{}}
 		if prev != nil {
 			if ps := prev.state(old[r.id]); ps != nil && ps.id == r.id {
 				st.c = ps.c

@@ -254,8 +254,11 @@ func (s *Spec) deriveInto(errs *errList) *spec {
 		if len(r.PodCIDRs)+len(r.ServiceCIDRs) == 0 && s.Globalnet == nil {
 			errs.add(f+".podCIDRs", "remote %q has no CIDRs; list its podCIDRs and serviceCIDRs", r.ID)
 		}
-		if a := r.Endpoint.Addr(); !r.Endpoint.IsValid() || a.IsUnspecified() || a.IsMulticast() {
-			errs.add(f+".endpoint", "%q is not IP or IP:port; write it like 198.18.0.2:4500", endpointString(r.Endpoint))
+		switch a := r.Endpoint.Addr(); {
+		case !r.Endpoint.IsValid():
+			errs.add(f+".endpoint", "is not set; give the remote gateway's address and port, like 198.18.0.2:4500")
+		case a.IsUnspecified() || a.IsMulticast():
+			errs.add(f+".endpoint", "%s is not a unicast address; give the remote gateway's own address, like 198.18.0.2:4500", r.Endpoint)
 		}
 		rs.endpoint = r.Endpoint
 		if t.Kind == transport.WireGuard {
