@@ -442,7 +442,9 @@ func (g *Gateway) Deliver(peer int, bufs [][]byte, offset int) {
 			c := rs.bySlot[r].c
 			c.rxPackets.Add(t.packets)
 			c.rxBytes.Add(t.bytes)
-			c.lastRx.Store(now)
+			if prev := c.lastRx.Swap(now); prev == 0 || now-prev > connectedWindow {
+				c.established.Store(now)
+			}
 			sc.tallies[r] = tally{}
 		}
 	}

@@ -505,6 +505,7 @@ type prober struct {
 	misses               int  // probes lost in a row
 	sent, received, lost uint64
 	status               string
+	established          time.Time // when status last became connected
 	rtt                  rttRing
 }
 
@@ -542,13 +543,17 @@ func (p *prober) reply(seq uint16, now time.Time) bool {
 	p.waiting = false
 	p.received++
 	p.misses = 0
+	if p.status != statusConnected {
+		p.established = now
+	}
 	p.status = statusConnected
 	p.rtt.add(max(now.Sub(p.sentAt), 0))
 	return true
 }
 
-// snapshot returns the status, the reason for an error, and the counters.
-func (p *prober) snapshot() (status, message string, hs *HealthStatus) {
+// snapshot returns the status, the reason for an error, the counters, and
+// when the status last became connected (zero if it never did).
+func (p *prober) snapshot() (status, message string, hs *HealthStatus, established time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.status == statusError {
@@ -560,7 +565,7 @@ func (p *prober) snapshot() (status, message string, hs *HealthStatus) {
 		Received:      p.received,
 		Lost:          p.lost,
 		RTT:           p.rtt.stats(),
-	}
+	}, p.established
 }
 
 // rttRing holds the latest rttWindow round-trip times.

@@ -27,7 +27,7 @@ func TestProberFollowsRepliesAndLosses(t *testing.T) {
 	p := newProber(hcIP, 3)
 	wantState := func(step, status, message string) {
 		t.Helper()
-		st, msg, _ := p.snapshot()
+		st, msg, _, _ := p.snapshot()
 		if st != status || msg != message {
 			t.Fatalf("%s: status %q message %q, want %q %q", step, st, msg, status, message)
 		}
@@ -61,7 +61,12 @@ func TestProberFollowsRepliesAndLosses(t *testing.T) {
 		t.Fatal("the reply to the current probe was refused")
 	}
 	wantState("after recovering", "connected", "")
-	_, _, hs := p.snapshot()
+	_, _, hs, established := p.snapshot()
+	// The connection was established twice: at the first reply, and again
+	// when a reply ended the error.
+	if want := now.Add(3*time.Second + 5*time.Millisecond); !established.Equal(want) {
+		t.Errorf("established at %v, want the reply that ended the error, %v", established, want)
+	}
 	want := HealthStatus{HealthCheckIP: hcIP, Sent: 5, Received: 2, Lost: 3}
 	got := *hs
 	got.RTT = nil
@@ -78,7 +83,7 @@ func TestProberErrsBeforeAnyReply(t *testing.T) {
 	for i := range 3 {
 		p.next(t0.Add(time.Duration(i) * time.Second))
 	}
-	st, msg, hs := p.snapshot()
+	st, msg, hs, _ := p.snapshot()
 	if st != "error" || !strings.Contains(msg, "no reply to the last 2 health probes to 10.9.255.254") || hs.RTT != nil {
 		t.Fatalf("status %q %q RTT %v; a remote that never answered is in error with no RTT", st, msg, hs.RTT)
 	}

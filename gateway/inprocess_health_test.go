@@ -75,6 +75,7 @@ func TestInProcessHealthProbes(t *testing.T) {
 			}
 			for _, want := range []string{
 				`submariner_connection_latency_seconds{cable_driver="` + tr + `",local_cluster="c1"`,
+				`submariner_connection_established_timestamp{cable_driver="` + tr + `",local_cluster="c1"`,
 				`snorkel_connection_rtt_seconds{remote_cluster="c2",stat="average"}`,
 				`snorkel_health_probes_sent_total{remote_cluster="c2"}`,
 				`snorkel_health_probes_received_total{remote_cluster="c2"}`,

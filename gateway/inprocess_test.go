@@ -361,7 +361,10 @@ func TestMetricsUseSubmarinerNames(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		body = string(b)
-		if strings.Contains(body, `snorkel_gateway_tx_packets_total{remote_cluster="c2"} 1`) {
+		// The established timestamp follows c2's answer (an ICMP port
+		// unreachable from its netstack), which comes after the send.
+		if strings.Contains(body, `snorkel_gateway_tx_packets_total{remote_cluster="c2"} 1`) &&
+			strings.Contains(body, "submariner_connection_established_timestamp") {
 			break
 		}
 	}
@@ -369,6 +372,7 @@ func TestMetricsUseSubmarinerNames(t *testing.T) {
 		`submariner_gateway_tx_bytes{cable_driver="vxlan",local_cluster="c1"`,
 		`submariner_gateway_rx_bytes{cable_driver="vxlan",local_cluster="c1"`,
 		`submariner_connections{cable_driver="vxlan",local_cluster="c1"`,
+		`submariner_connection_established_timestamp{cable_driver="vxlan",local_cluster="c1"`,
 		`remote_cluster="c2"`,
 		`snorkel_gateway_tx_packets_total{remote_cluster="c2"} 1`,
 	} {

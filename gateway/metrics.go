@@ -20,6 +20,7 @@ var (
 	descRxBytes = prometheus.NewDesc("submariner_gateway_rx_bytes", "Count of bytes received (by cable driver and cable)", cableLabels, nil)
 	descTxBytes = prometheus.NewDesc("submariner_gateway_tx_bytes", "Count of bytes transmitted (by cable driver and cable)", cableLabels, nil)
 	descConns   = prometheus.NewDesc("submariner_connections", "The number of connections and their status", append(cableLabels[:len(cableLabels):len(cableLabels)], "status"), nil)
+	descEstab   = prometheus.NewDesc("submariner_connection_established_timestamp", "Timestamp of last successful connection established (by cable driver and cable)", cableLabels, nil)
 	descRxPkts  = prometheus.NewDesc("snorkel_gateway_rx_packets_total", "Packets received from a remote cluster and written to the device.", []string{"remote_cluster"}, nil)
 	descTxPkts  = prometheus.NewDesc("snorkel_gateway_tx_packets_total", "Packets read from the device and sent to a remote cluster.", []string{"remote_cluster"}, nil)
 	descDrops   = prometheus.NewDesc("snorkel_gateway_drops_total", "Packets the gateway discarded, by remote cluster (empty if none) and reason.", []string{"remote_cluster", "reason"}, nil)
@@ -51,7 +52,7 @@ type flowLister interface {
 
 // Describe implements prometheus.Collector.
 func (g *Gateway) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRxBytes, descTxBytes, descConns, descRxPkts, descTxPkts, descDrops, descTrDrops,
+	for _, d := range []*prometheus.Desc{descRxBytes, descTxBytes, descConns, descEstab, descRxPkts, descTxPkts, descDrops, descTrDrops,
 		descLatency, descRTT, descProbesSent, descProbesRecvd, descProbesLost,
 		descNATFlows, descNATFragments, descNATCreated, descNATRemoved, descNATDrops, descNATEvictions} {
 		ch <- d
@@ -69,6 +70,9 @@ func (g *Gateway) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descRxBytes, prometheus.GaugeValue, float64(r.RxBytes), lbl...)
 		ch <- prometheus.MustNewConstMetric(descTxBytes, prometheus.GaugeValue, float64(r.TxBytes), lbl...)
 		ch <- prometheus.MustNewConstMetric(descConns, prometheus.GaugeValue, 1, append(lbl, r.Status)...)
+		if r.Established != nil {
+			ch <- prometheus.MustNewConstMetric(descEstab, prometheus.GaugeValue, float64(r.Established.Unix()), lbl...)
+		}
 		ch <- prometheus.MustNewConstMetric(descRxPkts, prometheus.CounterValue, float64(r.RxPackets), r.Cluster)
 		ch <- prometheus.MustNewConstMetric(descTxPkts, prometheus.CounterValue, float64(r.TxPackets), r.Cluster)
 		for reason, n := range r.Drops {
@@ -211,8 +215,16 @@ func (g *Gateway) Stats() Stats {
 			Status:    connectionStatus(now, c.lastRx.Load()),
 			IPsec:     is,
 		}
+		established := time.Unix(c.established.Load(), 0)
+		if c.established.Load() == 0 {
+			established = time.Time{}
+		}
 		if h := rs.health; h != nil && h.probers[slot] != nil {
-			out.Status, out.StatusMessage, out.Health = h.probers[slot].snapshot()
+			out.Status, out.StatusMessage, out.Health, established = h.probers[slot].snapshot()
+		}
+		if !established.IsZero() {
+			at := established.UTC()
+			out.Established = &at
 		}
 		st.Remotes = append(st.Remotes, out)
 	}

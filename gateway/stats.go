@@ -1,6 +1,9 @@
 package gateway
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // counters are one remote cluster's traffic counters. They are updated once
 // per batch, not per packet, so two cores rarely contend on them.
@@ -9,6 +12,9 @@ type counters struct {
 	rxPackets, rxBytes atomic.Uint64
 	drops              [numDropReasons]atomic.Uint64
 	lastRx             atomic.Int64 // coarse clock, unix seconds
+	// established is when traffic from the remote last resumed after
+	// none for connectedWindow (or ever), unix seconds; 0 before any.
+	established atomic.Int64
 }
 
 // RemoteStats is a snapshot of one remote cluster's counters.
@@ -26,6 +32,10 @@ type RemoteStats struct {
 	Status string `json:"status"`
 	// StatusMessage says why the status is error.
 	StatusMessage string `json:"statusMessage,omitempty"`
+	// Established is when the connection last became connected: its first
+	// probe answered after none or after an error, or, for a remote that
+	// is not probed, its first traffic after none for three minutes.
+	Established *time.Time `json:"established,omitempty"`
 	// Health is set when the gateway probes the remote: probe counters and
 	// round-trip times. Probes are not counted in the Tx and Rx counters.
 	Health *HealthStatus `json:"health,omitempty"`
