@@ -20,7 +20,7 @@
 // (svc, <ns>.svc, _<proto>...) exist too, so that no resolver following
 // RFC 8020 concludes a whole subtree is missing. Names outside the zones
 // are refused, and query types other than A, AAAA, SRV, TXT and SOA get
-// NOTIMP.
+// an authoritative NOTIMP, as Lighthouse answers them.
 //
 // A Server answers from its Store, which a feed (the controller's, or a
 // static file) fills. Each change compiles an immutable table that queries

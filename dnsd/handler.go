@@ -50,13 +50,16 @@ func (s *Server) answer(rp *reply, r *dns.Msg, tcp bool) int {
 		m.Rcode = dns.RcodeServerFailure
 		return size
 	}
+	// Lighthouse answers a type it does not serve with NOTIMP, whatever the
+	// name, and claims authority for it as for every answer in its zones
+	// (coredns/plugin/handler.go, ServeDNS and writeResponse).
+	m.Authoritative = true
 	switch q.Qtype {
 	case dns.TypeA, dns.TypeAAAA, dns.TypeSRV, dns.TypeTXT, dns.TypeSOA:
 	default:
 		m.Rcode = dns.RcodeNotImplemented
 		return size
 	}
-	m.Authoritative = true
 	if !s.resolve(rp, t, &qn, q) {
 		m.Rcode = dns.RcodeNameError
 	}

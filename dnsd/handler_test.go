@@ -283,6 +283,9 @@ func TestRefusedAndNotImplemented(t *testing.T) {
 		{"ANY", "whereami-cs" + zone, dns.TypeANY, 0, dns.RcodeNotImplemented},
 		{"PTR", "10.0.99.10.in-addr.arpa.", dns.TypePTR, 0, dns.RcodeRefused},
 		{"AXFR", "clusterset.local.", dns.TypeAXFR, 0, dns.RcodeNotImplemented},
+		{"CNAME of a service", "whereami-cs" + zone, dns.TypeCNAME, 0, dns.RcodeNotImplemented},
+		{"PTR of a pod's name", "whereami-0.c2.whereami-ss" + zone, dns.TypePTR, 0, dns.RcodeNotImplemented},
+		{"MX of a name that does not exist: the type is checked first", "nope" + zone, dns.TypeMX, 0, dns.RcodeNotImplemented},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -295,6 +298,12 @@ func TestRefusedAndNotImplemented(t *testing.T) {
 			}
 			if tc.rcode == dns.RcodeRefused && m.Authoritative {
 				t.Error("a refusal claims authority")
+			}
+			if tc.rcode == dns.RcodeNotImplemented && !m.Authoritative {
+				t.Error("NOTIMP for a type in the zone does not claim authority; Lighthouse's does")
+			}
+			if tc.rcode == dns.RcodeNotImplemented && len(m.Ns) != 0 {
+				t.Errorf("NOTIMP carries %v in its authority section; Lighthouse's carries nothing", m.Ns)
 			}
 		})
 	}
