@@ -29,6 +29,8 @@ type Export struct {
 	Cluster string
 	// IPs is where a ClusterSetIP service of this cluster is reached: its
 	// ClusterIP, or its global IP under Globalnet; at most one per family.
+	// Loopback, link-local, unspecified, multicast and broadcast addresses
+	// are not answered, here and in Endpoints.
 	IPs []netip.Addr
 	// Ready reports whether a ClusterSetIP service has a ready backend in
 	// this cluster.

@@ -225,7 +225,7 @@ func (s *service) compileExport(in *Export, zones []string, connected bool) *exp
 	}
 	if !s.headless {
 		for _, ip := range in.IPs {
-			if ip.IsValid() {
+			if routable(ip) {
 				f := familyOf(ip.Unmap())
 				e.ips[f] = append(e.ips[f], s.newAddr(ip, in.Cluster))
 			}
@@ -244,7 +244,7 @@ func (s *service) compileExport(in *Export, zones []string, connected bool) *exp
 		}
 		for _, a := range pod.Addresses {
 			a = a.Unmap()
-			if !a.IsValid() || seen[a] {
+			if !routable(a) || seen[a] {
 				continue
 			}
 			seen[a] = true
@@ -270,6 +270,22 @@ func (s *service) compileExport(in *Export, zones []string, connected bool) *exp
 		}
 	}
 	return e
+}
+
+// broadcast is IPv4's limited broadcast address.
+var broadcast = netip.AddrFrom4([4]byte{255, 255, 255, 255})
+
+// routable reports whether a cluster's endpoint address may be answered.
+// Endpoints come from other clusters through the broker; as Lighthouse
+// does, dnsd refuses those that would send a client to itself, to its own
+// link (the cloud metadata service at 169.254.169.254 among them), to no
+// host or to a group (coredns/resolver/endpoint_slice.go,
+// isPermittedEndpointAddress). A ClusterSetIP export left with no address
+// in a family has none to offer in it.
+func routable(a netip.Addr) bool {
+	a = a.Unmap()
+	return a.IsValid() && !a.IsUnspecified() && !a.IsLoopback() && !a.IsLinkLocalUnicast() &&
+		!a.IsMulticast() && a != broadcast
 }
 
 func (s *service) newAddr(ip netip.Addr, cluster string) *addr {
