@@ -6,7 +6,9 @@
 //
 //	<svc>.<ns>.svc                     A/AAAA, SRV
 //	<cluster>.<svc>.<ns>.svc           A/AAAA, SRV (that cluster only)
-//	<host>.<cluster>.<svc>.<ns>.svc    A/AAAA (one pod of a headless service)
+//	<host>.<cluster>.<svc>.<ns>.svc    A/AAAA (one pod of a headless service;
+//	                                   a pod without a hostname is named by its
+//	                                   address: 10-9-0-12, fd00-9--10)
 //	_<port>._<proto>.<svc>.<ns>.svc    SRV (also with a <cluster> label)
 //	dns-version                        TXT, the MCS schema version
 //

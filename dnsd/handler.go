@@ -324,7 +324,7 @@ func (s *Server) services(rp *reply, name string, l *lookup, zone int) {
 		}
 		return
 	}
-	eps := svc.withHost
+	eps := svc.pods
 	if l.exp != nil {
 		eps = l.exp.endpoints
 	}
@@ -341,7 +341,7 @@ func (s *Server) services(rp *reply, name string, l *lookup, zone int) {
 	}
 	rp.grow(n4, n6, ns)
 	for _, ep := range eps {
-		if ep.host == "" || s.srvPorts(rp, name, ep.targets[zone], ep.exp.ports, l) == 0 {
+		if s.srvPorts(rp, name, ep.targets[zone], ep.exp.ports, l) == 0 {
 			continue
 		}
 		for _, a := range ep.addrs {

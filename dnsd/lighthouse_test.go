@@ -78,3 +78,68 @@ func TestNonRoutableEndpointAddressesAreNotAnswered(t *testing.T) {
 		}
 	}
 }
+
+// coredns/resolver/endpoint_slice.go, putHeadlessEndpointSlices: a pod
+// without a hostname is named by its address, dots (IPv4) or colons
+// (IPv6) as dashes, and is an SRV target under that name like any other.
+func TestEndpointsWithoutHostnameAreNamedByAddress(t *testing.T) {
+	http := []Port{{Name: "http", Protocol: "TCP", Port: 80}}
+	st := State{LocalCluster: "c1", Connected: []string{"c2"}, Services: []Service{
+		{Namespace: "sample", Name: "anon", Headless: true, Ports: http, Exports: []Export{
+			{Cluster: "c2", Endpoints: []Endpoint{
+				{Addresses: ips("10.9.0.60"), Ready: true},
+				{Addresses: ips("fd00:9::60"), Ready: true},
+				{Hostname: "Not_A_Label", Addresses: ips("10.9.0.61"), Ready: true},
+				{Hostname: "web-0", Addresses: ips("10.9.0.62"), Ready: true},
+				{Hostname: "web-0", Addresses: ips("fd00:9::62"), Ready: true},
+				{Addresses: ips("10.9.0.63"), Ready: false},
+			}},
+		}},
+	}}
+	s := newServer(t, Config{}, st)
+	const svc = "anon.sample.svc.clusterset.local."
+	tests := []struct {
+		name  string
+		qname string
+		qtype uint16
+		rcode int
+		want  []string
+	}{
+		{"an IPv4 pod without a hostname: dots as dashes", "10-9-0-60.c2.anon" + zone, dns.TypeA, dns.RcodeSuccess, []string{"10.9.0.60"}},
+		{"an IPv6 pod without a hostname: colons as dashes", "fd00-9--60.c2.anon" + zone, dns.TypeAAAA, dns.RcodeSuccess, []string{"fd00:9::60"}},
+		{"a hostname that is not a DNS label falls back to the address", "10-9-0-61.c2.anon" + zone, dns.TypeA, dns.RcodeSuccess, []string{"10.9.0.61"}},
+		{"a pod with a hostname has no address name", "10-9-0-62.c2.anon" + zone, dns.TypeA, dns.RcodeNameError, nil},
+		{"a pod that is not ready has no address name", "10-9-0-63.c2.anon" + zone, dns.TypeA, dns.RcodeNameError, nil},
+		{"an address name exists for the other family too", "10-9-0-60.c2.anon" + zone, dns.TypeAAAA, dns.RcodeSuccess, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := ask(t, s, tc.qname, tc.qtype, qopt{})
+			if m.Rcode != tc.rcode {
+				t.Fatalf("rcode %s, want %s", dns.RcodeToString[m.Rcode], dns.RcodeToString[tc.rcode])
+			}
+			if got := addrs(m.Answer); !equal(got, tc.want) {
+				t.Errorf("%v, want %v", got, tc.want)
+			}
+		})
+	}
+
+	// Every pod is an SRV target; a pod with addresses in both families
+	// (here web-0's two slices' endpoints) is one target, not two
+	// identical records (RFC 2181 section 5).
+	want := []string{
+		"80 10-9-0-60.c2." + svc,
+		"80 10-9-0-61.c2." + svc,
+		"80 fd00-9--60.c2." + svc,
+		"80 web-0.c2." + svc,
+	}
+	for _, q := range []string{svc, "_http._tcp." + svc} {
+		m := ask(t, s, q, dns.TypeSRV, qopt{tcp: true})
+		if got := srvs(m.Answer); !equal(got, want) {
+			t.Errorf("SRV %s: %v, want %v", q, got, want)
+		}
+		if got := addrs(m.Extra); !equal(got, []string{"10.9.0.60", "10.9.0.61", "10.9.0.62", "fd00:9::60", "fd00:9::62"}) {
+			t.Errorf("SRV %s: additional %v, want every target's addresses once", q, got)
+		}
+	}
+}

@@ -48,7 +48,9 @@ type Export struct {
 // Endpoint is a pod of a headless service.
 type Endpoint struct {
 	// Hostname names the pod under <hostname>.<cluster>.<svc>...; a pod
-	// without one is answered only as part of the whole service.
+	// without one (or whose hostname is not a DNS-1123 label) is named by
+	// each of its addresses, with dots or colons as dashes, as Lighthouse
+	// names it: 10-9-0-12.<cluster>.<svc>...
 	Hostname  string
 	Addresses []netip.Addr
 	Ready     bool

@@ -70,9 +70,8 @@ type service struct {
 	// A headless service answers with the published endpoints of the
 	// connected clusters.
 	published [families][]*addr
-	// withHost are the published endpoints of connected clusters that
-	// have a hostname, for SRV.
-	withHost []*endpoint
+	// pods are the published endpoints of connected clusters, for SRV.
+	pods []*endpoint
 }
 
 // export is one cluster's part of a service.
@@ -192,11 +191,7 @@ func compileService(in *Service, zones []string, local string, connected map[str
 			for f := range families {
 				s.published[f] = append(s.published[f], e.byFamily[f]...)
 			}
-			for _, ep := range e.endpoints {
-				if ep.host != "" {
-					s.withHost = append(s.withHost, ep)
-				}
-			}
+			s.pods = append(s.pods, e.endpoints...)
 		}
 		return s, errors.Join(errs...)
 	}
@@ -237,39 +232,59 @@ func (s *service) compileExport(in *Export, zones []string, connected bool) *exp
 		if !pod.Ready && !in.PublishNotReady {
 			continue
 		}
-		ep := &endpoint{exp: e}
-		if h := strings.ToLower(pod.Hostname); isLabel(h) {
-			ep.host = h
-			ep.targets = withZones(h+"."+stem, zones)
-		}
+		var addrs []*addr
 		for _, a := range pod.Addresses {
 			a = a.Unmap()
 			if !routable(a) || seen[a] {
 				continue
 			}
 			seen[a] = true
-			ad := s.newAddr(a, e.cluster)
-			ep.addrs = append(ep.addrs, ad)
-			e.byFamily[ad.fam] = append(e.byFamily[ad.fam], ad)
+			addrs = append(addrs, s.newAddr(a, e.cluster))
 		}
-		if len(ep.addrs) == 0 {
+		if h := strings.ToLower(pod.Hostname); isLabel(h) {
+			e.addEndpoint(h, addrs, stem, zones)
 			continue
 		}
-		e.endpoints = append(e.endpoints, ep)
-		if ep.host != "" {
-			if e.hosts == nil {
-				e.hosts = map[string]*endpoint{}
-			}
-			if prev, dup := e.hosts[ep.host]; dup {
-				// Two pods claiming one hostname: answer both, as a
-				// cluster-local DNS does for a hostname's addresses.
-				prev.addrs = append(prev.addrs, ep.addrs...)
-				continue
-			}
-			e.hosts[ep.host] = ep
+		for _, a := range addrs {
+			e.addEndpoint(addressName(a.ip), []*addr{a}, stem, zones)
 		}
 	}
 	return e
+}
+
+// addEndpoint publishes a pod's addresses under host. Two pods claiming
+// one hostname, or one pod's addresses of both families, are one name
+// answering with all their addresses, as a cluster-local DNS does; its SRV
+// records are not repeated.
+func (e *export) addEndpoint(host string, addrs []*addr, stem string, zones []string) {
+	if len(addrs) == 0 {
+		return
+	}
+	for _, a := range addrs {
+		e.byFamily[a.fam] = append(e.byFamily[a.fam], a)
+	}
+	if prev := e.hosts[host]; prev != nil {
+		prev.addrs = append(prev.addrs, addrs...)
+		return
+	}
+	ep := &endpoint{host: host, addrs: addrs, exp: e, targets: withZones(host+"."+stem, zones)}
+	if e.hosts == nil {
+		e.hosts = map[string]*endpoint{}
+	}
+	e.hosts[host] = ep
+	e.endpoints = append(e.endpoints, ep)
+}
+
+// addressName is the name Lighthouse gives an endpoint without a
+// hostname: its address with dots or colons as dashes, 10-9-0-12 or
+// fd00-9--10 (coredns/resolver/endpoint_slice.go,
+// putHeadlessEndpointSlices).
+func addressName(ip net.IP) string {
+	sep := "."
+	if ip.To4() == nil {
+		sep = ":"
+	}
+	return strings.ReplaceAll(ip.String(), sep, "-")
 }
 
 // broadcast is IPv4's limited broadcast address.
