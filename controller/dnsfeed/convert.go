@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"net/netip"
 	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -97,12 +96,12 @@ func headlessExport(cluster string, cs []*discoveryv1.EndpointSlice, isLocal boo
 		e.Ports = appendPorts(e.Ports, eps.Ports)
 		for i := range eps.Endpoints {
 			ep := &eps.Endpoints[i]
+			// An endpoint without a hostname is named by its address in
+			// dnsd, as in Lighthouse's resolver today: not by its pod's
+			// name, which an older resolver used.
 			out := dnsd.Endpoint{Addresses: addresses(ep.Addresses), Ready: ready(ep)}
-			switch {
-			case ep.Hostname != nil && *ep.Hostname != "":
+			if ep.Hostname != nil {
 				out.Hostname = *ep.Hostname
-			case ep.TargetRef != nil && strings.EqualFold(ep.TargetRef.Kind, "Pod"):
-				out.Hostname = ep.TargetRef.Name
 			}
 			if len(out.Addresses) > 0 {
 				e.Endpoints = append(e.Endpoints, out)
