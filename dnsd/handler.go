@@ -154,7 +154,7 @@ func (svc *service) find(qn *qname) (l lookup, exists, ent bool) {
 			return l, true, false
 		}
 		proto, ok := underscored(a)
-		return l, ok && hasPort(svc.ports, nil, proto), true
+		return l, ok && hasPort(svc.known, nil, proto), true
 	case 2:
 		a, b := qn.label(0), qn.label(1)
 		if e := svc.clusters[string(b)]; e != nil {
@@ -167,7 +167,7 @@ func (svc *service) find(qn *qname) (l lookup, exists, ent bool) {
 		}
 		port, ok1 := underscored(a)
 		proto, ok2 := underscored(b)
-		if !ok1 || !ok2 || !hasPort(svc.ports, port, proto) {
+		if !ok1 || !ok2 || !hasPort(svc.known, port, proto) {
 			return l, false, false
 		}
 		l.port, l.proto, l.isPort = port, proto, true
@@ -257,35 +257,31 @@ func (s *Server) add(rp *reply, name string, a *addr) {
 	rp.addrs = append(rp.addrs, a)
 }
 
-// pick is a ClusterSetIP service's address of family f: its clusterset IP;
-// else the local cluster's when it exports the service with a ready
-// backend; else the next connected cluster with a ready backend, in turn.
+// pick is a ClusterSetIP service's address of family f: its clusterset IP,
+// else the address of the cluster choose picks.
 func (svc *service) pick(f family) []*addr {
-	switch {
-	case len(svc.vip[f]) > 0:
+	if len(svc.vip[f]) > 0 {
 		return svc.vip[f]
-	case svc.local != nil && len(svc.local.ips[f]) > 0:
-		return svc.local.ips[f]
+	}
+	if e := svc.choose(f); e != nil {
+		return e.ips[f]
+	}
+	return nil
+}
+
+// choose is the cluster a ClusterSetIP service answers with in family f:
+// the local cluster when it exports the service with a ready backend and
+// an address of f; else the next connected cluster with both, in turn;
+// nil when there is none.
+func (svc *service) choose(f family) *export {
+	if svc.local != nil && len(svc.local.ips[f]) > 0 {
+		return svc.local
 	}
 	el := svc.eligible[f]
 	if len(el) == 0 {
 		return nil
 	}
-	return el[(svc.next[f].Add(1)-1)%uint32(len(el))].ips[f]
-}
-
-// pickSRV is the cluster whose address a ClusterSetIP service's SRV
-// answer points at, chosen as pick chooses; nil with a clusterset IP.
-func (svc *service) pickSRV() (e *export, ok bool) {
-	switch {
-	case len(svc.vip[v4])+len(svc.vip[v6]) > 0:
-		return nil, true
-	case svc.local != nil:
-		return svc.local, true
-	case len(svc.eligibleAny) > 0:
-		return svc.eligibleAny[(svc.next[families].Add(1)-1)%uint32(len(svc.eligibleAny))], true
-	}
-	return nil, false
+	return el[(svc.next[f].Add(1)-1)%uint32(len(el))]
 }
 
 // services adds the SRV records of a name, one per port (the port named
@@ -297,21 +293,24 @@ func (s *Server) services(rp *reply, name string, l *lookup, zone int) {
 		return
 	}
 	if !svc.headless {
-		target, ports := svc.targets[zone], svc.ports
-		var addrs [families][]*addr
-		e := l.exp
-		if e == nil {
-			var ok bool
-			if e, ok = svc.pickSRV(); !ok {
+		// A <cluster> name answers with that cluster's ports; a clusterset
+		// IP with the ServiceImport's; otherwise the ports every cluster
+		// of the first family with a cluster to answer (IPv4, then IPv6)
+		// has, as Lighthouse's resolver merges them. The chosen cluster's
+		// addresses go in the additional section.
+		target, ports, addrs := svc.targets[zone], svc.ports, svc.vip
+		switch {
+		case l.exp != nil:
+			target, ports, addrs = l.exp.targets[zone], l.exp.ports, l.exp.ips
+		case len(svc.vip[v4])+len(svc.vip[v6]) == 0:
+			e, f := svc.choose(v4), v4
+			if e == nil {
+				e, f = svc.choose(v6), v6
+			}
+			if e == nil {
 				return
 			}
-		} else {
-			target, ports = e.targets[zone], e.ports
-		}
-		if e == nil {
-			addrs = svc.vip
-		} else {
-			addrs = e.ips
+			ports, addrs = svc.merged[f], e.ips
 		}
 		rp.grow(len(addrs[v4]), len(addrs[v6]), len(ports))
 		if s.srvPorts(rp, name, target, ports, l) > 0 {

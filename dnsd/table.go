@@ -49,8 +49,15 @@ type service struct {
 	localID string
 	// targets are "<svc>.<ns>.svc.<zone>", per zone: SRV targets.
 	targets []string
-	// ports of the service; for a headless service also every cluster's.
-	ports    []port
+	// ports are the ServiceImport's: a clusterset IP's SRV answer.
+	ports []port
+	// known are the ports of the service and of every cluster: the
+	// _<port>._<proto> names that exist.
+	known []port
+	// merged are, per family, the ports every cluster with an address of
+	// the family has: a <svc> name's SRV answer, as Lighthouse merges
+	// them (coredns/resolver/ip_family_info.go, mergePorts).
+	merged   [families][]port
 	exports  []*export
 	clusters map[string]*export
 
@@ -60,12 +67,11 @@ type service struct {
 	vip      [families][]*addr
 	local    *export
 	eligible [families][]*export
-	// eligibleAny are the clusters eligible in any family, for SRV.
-	eligibleAny []*export
-	// next are the round-robin counters, per family and for SRV: a
-	// client asking for A and AAAA together must not skip every other
-	// cluster.
-	next [families + 1]atomic.Uint32
+	// next are the round-robin counters, per family: a client asking for
+	// A and AAAA together must not skip every other cluster. SRV answers
+	// turn the IPv4 counter (the IPv6 one without IPv4), as Lighthouse's
+	// do.
+	next [families]atomic.Uint32
 
 	// A headless service answers with the published endpoints of the
 	// connected clusters.
@@ -178,13 +184,16 @@ func compileService(in *Service, zones []string, local string, connected map[str
 		s.exports = append(s.exports, e)
 		s.clusters[e.cluster] = e
 	}
+	s.known = slices.Clone(s.ports)
+	for _, e := range s.exports {
+		for _, p := range e.ports {
+			if !slices.Contains(s.known, p) {
+				s.known = append(s.known, p)
+			}
+		}
+	}
 	if s.headless {
 		for _, e := range s.exports {
-			for _, p := range e.ports {
-				if !slices.Contains(s.ports, p) {
-					s.ports = append(s.ports, p)
-				}
-			}
 			if !e.connected {
 				continue
 			}
@@ -196,6 +205,11 @@ func compileService(in *Service, zones []string, local string, connected map[str
 		return s, errors.Join(errs...)
 	}
 	for _, e := range s.exports {
+		for f := range families {
+			if len(e.ips[f]) > 0 {
+				s.merged[f] = intersect(s.merged[f], e.ports, s.merged[f] == nil)
+			}
+		}
 		switch {
 		case !e.ready:
 		case e.cluster == local:
@@ -206,7 +220,6 @@ func compileService(in *Service, zones []string, local string, connected map[str
 					s.eligible[f] = append(s.eligible[f], e)
 				}
 			}
-			s.eligibleAny = append(s.eligibleAny, e)
 		}
 	}
 	return s, errors.Join(errs...)
@@ -326,6 +339,21 @@ func compilePorts(in []Port) []port {
 		}
 		if !slices.Contains(out, q) {
 			out = append(out, q)
+		}
+	}
+	return out
+}
+
+// intersect is the ports of have that ports has too; ports itself when
+// first.
+func intersect(have, ports []port, first bool) []port {
+	if first {
+		return slices.Clone(ports)
+	}
+	out := []port{}
+	for _, p := range have {
+		if slices.Contains(ports, p) {
+			out = append(out, p)
 		}
 	}
 	return out
