@@ -54,23 +54,37 @@ func sliceCurrent(have, want *discoveryv1.EndpointSlice) bool {
 // applyImport makes the ServiceImport want exist as given: its labels,
 // annotations and spec, and its status.clusters when want has any (the
 // status is a subresource, written apart). cached is as for applySlice.
-func applyImport(ctx context.Context, c mcstyped.ServiceImportInterface, cached, want *mcsv1a1.ServiceImport) error {
+// It reports the write it made for the metrics: opCreate, opUpdate, or
+// none when the object was current.
+func applyImport(ctx context.Context, c mcstyped.ServiceImportInterface, cached, want *mcsv1a1.ServiceImport) (op, error) {
 	cur := cached
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		err := applyImportOnce(ctx, c, cur, want)
+	var done op
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		err := applyImportOnce(ctx, c, cur, want, &done)
 		if apierrors.IsConflict(err) {
 			cur, _ = c.Get(ctx, want.Name, metav1.GetOptions{})
 		}
 		return err
 	})
+	return done, err
 }
 
-func applyImportOnce(ctx context.Context, c mcstyped.ServiceImportInterface, cur, want *mcsv1a1.ServiceImport) error {
+// applyImportOnce is one try of applyImport; done keeps the first write
+// that succeeded across tries.
+func applyImportOnce(ctx context.Context, c mcstyped.ServiceImportInterface, cur, want *mcsv1a1.ServiceImport, done *op) error {
+	wrote := func(o op) {
+		if *done == "" {
+			*done = o
+		}
+	}
 	var err error
 	if cur == nil {
 		cur, err = c.Create(ctx, want, metav1.CreateOptions{FieldManager: fieldManager})
-		if apierrors.IsAlreadyExists(err) {
+		switch {
+		case apierrors.IsAlreadyExists(err):
 			cur, err = c.Get(ctx, want.Name, metav1.GetOptions{})
+		case err == nil:
+			wrote(opCreate)
 		}
 		if err != nil {
 			return err
@@ -84,11 +98,14 @@ func applyImportOnce(ctx context.Context, c mcstyped.ServiceImportInterface, cur
 		if cur, err = c.Update(ctx, upd, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
 			return err
 		}
+		wrote(opUpdate)
 	}
 	if !equality.Semantic.DeepEqual(cur.Status.Clusters, want.Status.Clusters) {
 		upd := cur.DeepCopy()
 		upd.Status.Clusters = want.Status.Clusters
-		_, err = c.UpdateStatus(ctx, upd, metav1.UpdateOptions{FieldManager: fieldManager})
+		if _, err = c.UpdateStatus(ctx, upd, metav1.UpdateOptions{FieldManager: fieldManager}); err == nil {
+			wrote(opUpdate)
+		}
 	}
 	return err
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -40,7 +41,8 @@ type member struct {
 	mcs  mcsclient.Interface
 
 	mu   sync.Mutex
-	stop func() // stops the Syncer; nil when none runs
+	stop func()               // stops the Syncer; nil when none runs
+	reg  *prometheus.Registry // the running Syncer's metrics
 }
 
 // startClusterset starts the four API servers in one go, applies the CRDs
@@ -90,10 +92,12 @@ func (cs *clusterset) run(name string, gips GlobalIPs) *Syncer {
 	local.QPS, local.Burst = 1000, 2000
 	broker := cs.broker.srv.Config()
 	broker.QPS, broker.Burst = 1000, 2000
+	reg := prometheus.NewRegistry()
 	s, err := New(Config{
 		ClusterID: name, Local: kubernetes.NewForConfigOrDie(local), LocalConfig: local,
 		Broker: broker, BrokerNamespace: brokerNS, GlobalIPs: gips,
-		Logger: slog.New(slog.NewTextHandler(logWriter{tb}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger:     slog.New(slog.NewTextHandler(logWriter{tb}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Registerer: reg,
 	})
 	if err != nil {
 		tb.Fatal(err)
@@ -122,7 +126,7 @@ func (cs *clusterset) run(name string, gips GlobalIPs) *Syncer {
 		})
 	}
 	m.mu.Lock()
-	m.stop = stop
+	m.stop, m.reg = stop, reg
 	m.mu.Unlock()
 	tb.Cleanup(stop)
 	// Deadlines in the tests count from a change, not from the start.

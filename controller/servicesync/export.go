@@ -147,7 +147,9 @@ func (s *Syncer) ownBrokerSlices(ns, name string) []*discoveryv1.EndpointSlice {
 func (s *Syncer) publish(ctx context.Context, pub *publication) error {
 	o, _, _ := s.brokerImports.GetIndexer().GetByKey(key(s.brokerNS, pub.imp.Name))
 	cached, _ := o.(*mcsv1a1.ServiceImport)
-	if err := applyImport(ctx, s.brokerMCS.MulticlusterV1alpha1().ServiceImports(s.brokerNS), cached, pub.imp); err != nil {
+	done, err := applyImport(ctx, s.brokerMCS.MulticlusterV1alpha1().ServiceImports(s.brokerNS), cached, pub.imp)
+	s.metrics.exported(done)
+	if err != nil {
 		return fmt.Errorf("ServiceImport %s/%s on the broker: %w", s.brokerNS, pub.imp.Name, err)
 	}
 	ns, name := pub.imp.Labels[LabelSourceNamespace], pub.imp.Labels[LabelServiceName]
@@ -180,10 +182,14 @@ func (s *Syncer) withdraw(ctx context.Context, ns, name string) error {
 	imp := brokerImportName(ns, name, s.cluster)
 	if _, ok, _ := s.brokerImports.GetIndexer().GetByKey(key(s.brokerNS, imp)); ok {
 		err := s.brokerMCS.MulticlusterV1alpha1().ServiceImports(s.brokerNS).Delete(ctx, imp, metav1.DeleteOptions{})
-		if err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("deleting ServiceImport %s/%s on the broker: %w", s.brokerNS, imp, err))
-		} else {
+		switch {
+		case err == nil:
+			s.metrics.exported(opDelete)
 			s.log.Info("withdrew export", "service", key(ns, name))
+		case apierrors.IsNotFound(err):
+			s.log.Info("withdrew export", "service", key(ns, name))
+		default:
+			errs = append(errs, fmt.Errorf("deleting ServiceImport %s/%s on the broker: %w", s.brokerNS, imp, err))
 		}
 	}
 	return errors.Join(errs...)

@@ -107,7 +107,9 @@ func (s *Syncer) applyLocalImport(ctx context.Context, ns, name string, agg *agg
 	for _, c := range agg.clusters {
 		want.Status.Clusters = append(want.Status.Clusters, mcsv1a1.ClusterStatus{Cluster: c})
 	}
-	return applyImport(ctx, s.localMCS.MulticlusterV1alpha1().ServiceImports(ns), cached, want)
+	done, err := applyImport(ctx, s.localMCS.MulticlusterV1alpha1().ServiceImports(ns), cached, want)
+	s.metrics.imported(done)
+	return err
 }
 
 // deleteLocalImport removes the ServiceImport ns/name if the Syncer owns it.
@@ -117,7 +119,10 @@ func (s *Syncer) deleteLocalImport(ctx context.Context, ns, name string) error {
 		return nil
 	}
 	err := s.localMCS.MulticlusterV1alpha1().ServiceImports(ns).Delete(ctx, name, metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
+	switch {
+	case err == nil:
+		s.metrics.imported(opDelete)
+	case !apierrors.IsNotFound(err):
 		return fmt.Errorf("deleting ServiceImport %s/%s: %w", ns, name, err)
 	}
 	return nil

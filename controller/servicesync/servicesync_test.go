@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -51,6 +52,33 @@ func TestServiceSync(t *testing.T) {
 			eventually(t, settle, m.name+" forgets web", func() string { return nothingImported(t, m, "web1", "web") })
 		}
 		eventually(t, settle, "the broker forgets web", func() string { return brokerEmpty(t, cs, "web1") })
+	})
+
+	t.Run("ExportsAndImportsAreCountedUnderSubmarinersNames", func(t *testing.T) {
+		cs.namespace(t, "count", all...)
+		c2.service(t, "count", "web", "", 80)
+		c2.writeSlice(t, "count", "web", "web-x1", 8080, endpoint{addr: "10.2.0.6", ready: true})
+		exports := `submariner_service_export{direction="localToRemote",operation="%s",syncer_name="Local ServiceImport"}`
+		imports := `submariner_service_import{direction="none",operation="%s",syncer_name="Remote ServiceImport"}`
+		before := map[string]float64{}
+		for _, o := range []string{"create", "delete"} {
+			before["c2 "+fmt.Sprintf(exports, o)] = gauge(t, c2, fmt.Sprintf(exports, o))
+			before["c1 "+fmt.Sprintf(imports, o)] = gauge(t, c1, fmt.Sprintf(imports, o))
+		}
+		grew := func(m *member, series string) func() string {
+			return func() string {
+				if got, was := gauge(t, m, series), before[m.name+" "+series]; got < was+1 {
+					return fmt.Sprintf("%s: %v, was %v", series, got, was)
+				}
+				return ""
+			}
+		}
+		c2.export(t, "count", "web")
+		eventually(t, settle, "c2 counts its export created on the broker", grew(c2, fmt.Sprintf(exports, "create")))
+		eventually(t, settle, "c1 counts the import it created", grew(c1, fmt.Sprintf(imports, "create")))
+		c2.unexport(t, "count", "web")
+		eventually(t, settle, "c2 counts its export deleted from the broker", grew(c2, fmt.Sprintf(exports, "delete")))
+		eventually(t, settle, "c1 counts the import it deleted", grew(c1, fmt.Sprintf(imports, "delete")))
 	})
 
 	t.Run("ServiceExportedByTwoClustersListsBothAndHasTwoSlices", func(t *testing.T) {
@@ -515,4 +543,32 @@ func (m *member) allImportedSlices(t *testing.T, ns string) map[string]map[strin
 		out[svc][c] = append(out[svc][c], s)
 	}
 	return out
+}
+
+// gauge reads one series, written as Prometheus's text format names it,
+// from m's running Syncer's registry; 0 when it is not there yet.
+func gauge(t testing.TB, m *member, series string) float64 {
+	t.Helper()
+	m.mu.Lock()
+	reg := m.reg
+	m.mu.Unlock()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		for _, s := range f.GetMetric() {
+			name := f.GetName() + "{"
+			for i, l := range s.GetLabel() {
+				if i > 0 {
+					name += ","
+				}
+				name += l.GetName() + "=" + strconv.Quote(l.GetValue())
+			}
+			if name+"}" == series {
+				return s.GetGauge().GetValue()
+			}
+		}
+	}
+	return 0
 }

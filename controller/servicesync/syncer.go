@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,6 +43,9 @@ type Config struct {
 	Workers int
 	// Logger receives the Syncer's logs; default slog.Default().
 	Logger *slog.Logger
+	// Registerer, when set, gets the Syncer's metrics:
+	// submariner_service_export and submariner_service_import.
+	Registerer prometheus.Registerer
 }
 
 // Client rates used for LocalConfig and Broker when they set none (QPS
@@ -88,6 +92,7 @@ type Syncer struct {
 	gips     GlobalIPs
 	workers  int
 	log      *slog.Logger
+	metrics  *metrics
 
 	local     kubernetes.Interface
 	localMCS  mcsclient.Interface
@@ -134,6 +139,7 @@ func New(cfg Config) (*Syncer, error) {
 		log:      cfg.Logger,
 		local:    cfg.Local,
 		foreign:  map[string]bool{},
+		metrics:  newMetrics(cfg.Registerer),
 	}
 	if s.workers == 0 {
 		s.workers = 8
