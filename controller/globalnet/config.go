@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/netip"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -37,6 +38,10 @@ type Config struct {
 	OnGlobalIP func(namespace, service string)
 	// Log receives the IPAM's logs; default slog.Default().
 	Log *slog.Logger
+	// Registerer, when set, gets the allocation gauges under Submariner's
+	// names (submariner_global_IP_availability and the *_allocated ones),
+	// labelled with GlobalCIDR.
+	Registerer prometheus.Registerer
 }
 
 // linkLocal is never used for Globalnet: Calico routes pods through it.

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -56,6 +57,7 @@ func newCluster(t testing.TB, cfg *rest.Config) *cluster {
 // running is an IPAM under test, with what it handed over.
 type running struct {
 	ipam   *IPAM
+	reg    *prometheus.Registry
 	cancel context.CancelFunc
 	done   chan error
 
@@ -74,8 +76,9 @@ func startIPAM(t testing.TB, c *cluster, global string, remotes ...netip.Prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &running{done: make(chan error, 1), notified: map[nsName]int{}}
+	r := &running{done: make(chan error, 1), notified: map[nsName]int{}, reg: prometheus.NewRegistry()}
 	r.ipam, err = New(Config{
+		Registerer:   r.reg,
 		ClusterID:    "c1",
 		GlobalCIDR:   netip.MustParsePrefix(global),
 		Local:        c.kube,
@@ -108,6 +111,25 @@ func startIPAM(t testing.TB, c *cluster, global string, remotes ...netip.Prefix)
 	go func() { r.done <- r.ipam.Run(ctx) }()
 	t.Cleanup(r.stopQuietly)
 	return r
+}
+
+// gauges reads the IPAM's gauges of cidr, by name.
+func (r *running) gauges(t testing.TB, cidr string) map[string]float64 {
+	families, err := r.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "cidr" && l.GetValue() == cidr {
+					out[f.GetName()] = m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return out
 }
 
 // stop ends Run and checks it returned nil and that every Rules handed

@@ -14,8 +14,9 @@ import (
 // the NAT engine's rules from them. Create it with New; Run it while this
 // gateway is the cluster's active one.
 type IPAM struct {
-	cfg Config
-	log *slog.Logger
+	cfg     Config
+	log     *slog.Logger
+	metrics *metrics
 
 	mu      sync.Mutex
 	run     *runner // the Run in progress; nil when none
@@ -51,6 +52,7 @@ func New(cfg Config) (*IPAM, error) {
 	return &IPAM{
 		cfg:      cfg,
 		log:      log.With("component", "globalnet", "cluster", cfg.ClusterID),
+		metrics:  newMetrics(cfg.Registerer, cfg.GlobalCIDR.String()),
 		services: map[nsName]netip.Addr{},
 		pods:     map[nsName]podGlobalIP{},
 	}, nil

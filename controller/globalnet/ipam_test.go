@@ -99,6 +99,43 @@ func TestIPAM(t *testing.T) {
 		}
 	})
 
+	t.Run("allocation gauges under Submariner's names, labelled with the global CIDR", func(t *testing.T) {
+		const cidr = "242.1.0.0/16"
+		total := natengine.NewAddrPool(netip.MustParsePrefix(cidr)).Free()
+		want := func(what string, clusterEgress, egress, ingress int) {
+			t.Helper()
+			sum := clusterEgress + egress + ingress
+			w := map[string]float64{
+				"submariner_cluster_global_egress_IP_allocated": float64(clusterEgress),
+				"submariner_global_egress_IP_allocated":         float64(egress),
+				"submariner_global_ingress_IP_allocated":        float64(ingress),
+				"submariner_global_IP_allocated":                float64(sum),
+				"submariner_global_IP_availability":             float64(total - sum),
+			}
+			eventually(t, what, func() error {
+				if got := ipam.gauges(t, cidr); !maps.Equal(got, w) {
+					return fmt.Errorf("gauges %v, want %v", got, w)
+				}
+				return nil
+			})
+		}
+		want("the 8 cluster egress IPs counted", 8, 0, 0)
+
+		c.namespace(t, "metrics")
+		pool, _ := v1.ToUnstructured(&v1.GlobalEgressIP{
+			ObjectMeta: metav1.ObjectMeta{Name: "pool", Namespace: "metrics"},
+			Spec:       v1.GlobalEgressIPSpec{NumberOfIPs: new(2)},
+		}, "GlobalEgressIP")
+		c.create(t, geip, pool)
+		c.service(t, "metrics", "web", false, nil)
+		c.export(t, "metrics", "web")
+		want("a namespace's 2 egress IPs and an exported service's ingress IP counted", 8, 2, 1)
+
+		c.unexport(t, "metrics", "web")
+		c.delete(t, geip, "metrics", "pool")
+		want("released IPs counted as available again", 8, 0, 0)
+	})
+
 	t.Run("egress pools: pod selector over namespace over cluster, members follow the pods", func(t *testing.T) {
 		c.pod(t, "billing", "web-1", "10.8.1.1", corev1.PodRunning, map[string]string{"app": "web"})
 		c.pod(t, "billing", "web-2", "10.8.1.2", corev1.PodRunning, map[string]string{"app": "web"})

@@ -204,6 +204,7 @@ func (r *runner) work(ctx context.Context) {
 			r.queue.Forget(it)
 		}
 		r.queue.Done(it)
+		r.record()
 		if r.freed {
 			r.freed = false
 			for s := range r.starved {
