@@ -57,12 +57,14 @@ func AddCoreDNSStanza(corefile, dnsdAddr string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return section + removeCoreDNSStanza(corefile), nil
+	return section + RemoveCoreDNSStanza(corefile), nil
 }
 
-// removeCoreDNSStanza drops the lines from a start marker to its end
-// marker, both included.
-func removeCoreDNSStanza(corefile string) string {
+// RemoveCoreDNSStanza returns corefile without the clusterset section:
+// the lines from a start marker to its end marker, both included, as the
+// operator's cleanup removes its section. A Corefile without one is
+// returned unchanged.
+func RemoveCoreDNSStanza(corefile string) string {
 	var b strings.Builder
 	skip := false
 	for line := range strings.SplitAfterSeq(corefile, "\n") {

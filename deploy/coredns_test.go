@@ -71,6 +71,25 @@ func TestAddCoreDNSStanza(t *testing.T) {
 	}
 }
 
+func TestRemoveCoreDNSStanzaUndoesAdd(t *testing.T) {
+	const base = ".:53 {\n    errors\n    forward . /etc/resolv.conf\n}\n"
+	added, err := deploy.AddCoreDNSStanza(base, "10.96.0.53")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := deploy.RemoveCoreDNSStanza(added); got != base {
+		t.Errorf("removing the section left:\n%s\nwant:\n%s", got, base)
+	}
+	if got := deploy.RemoveCoreDNSStanza(base); got != base {
+		t.Errorf("a Corefile without the section changed:\n%s", got)
+	}
+	// The operator's section in the middle of a Corefile goes as well.
+	operator := "#lighthouse-start AUTO-GENERATED SECTION. DO NOT EDIT\nclusterset.local:53 {\n    forward . 10.1.2.3\n}\n#lighthouse-end\n"
+	if got := deploy.RemoveCoreDNSStanza("a {\n}\n" + operator + base); got != "a {\n}\n"+base {
+		t.Errorf("the operator's section between two blocks:\n%s", got)
+	}
+}
+
 // freePort finds a port free for UDP and TCP on loopback.
 func freePort(t *testing.T) int {
 	t.Helper()
