@@ -36,6 +36,9 @@ var commands = map[string]command{
 	"unexport":      {run: toStdout(runUnexport), usage: unexportUsage},
 	"calico":        {run: toStdout(runCalico), usage: calicoUsage},
 
+	"uninstall":           {run: uninstallMain, usage: uninstallUsage},
+	"recover-broker-info": {run: toStdout(runRecoverBrokerInfo), usage: recoverBrokerInfoUsage},
+
 	"benchmark": {run: runBenchmark, usage: "data path against baselines, and dnsd against CoreDNS: snorkel benchmark throughput|latency|all [--transport …] [--globalnet] [--baseline …] [--reps 3] [--out DIR] [--kubecontexts C1,C2] | dns | report DIR"},
 
 	"lab-pod":  {run: runLabPod, hidden: true},
