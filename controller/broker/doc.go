@@ -7,7 +7,9 @@
 // ServiceAccounts and the agent's configuration, api.AgentConfig); DeployMember
 // runs Snorkel there (the agent DaemonSet and dnsd, from the manifests in
 // package deploy, and CoreDNS's forward of clusterset.local to dnsd); Leave
-// undoes a member's registration.
+// undoes a member's registration, and Uninstall all that join and
+// DeployMember did; RecoverInfo rebuilds broker-info.subm from a joined
+// cluster or the broker.
 //
 // broker-info.subm, the Globalnet ConfigMap and the Cluster objects keep
 // Submariner's formats, so that a file subctl wrote can be joined with and a
