@@ -264,9 +264,11 @@ func TestExportInOneClusterResolvesInAnother(t *testing.T) {
 	c1.gateway(t, map[string]submv1.ConnectionStatus{"c2": submv1.Connected})
 	resolves(t, addr, within, cs, dns.TypeA, dns.RcodeSuccess, ip2)
 	resolves(t, addr, within, ss, dns.TypeA, dns.RcodeSuccess, "10.9.0.12", "10.9.0.13")
-	resolves(t, addr, within, "whereami-1.c2."+ss, dns.TypeA, dns.RcodeSuccess, "10.9.0.13")
+	// A pod without a hostname is named by its address, as Lighthouse
+	// names it.
+	resolves(t, addr, within, "10-9-0-13.c2."+ss, dns.TypeA, dns.RcodeSuccess, "10.9.0.13")
 	resolves(t, addr, within, "_http._tcp."+ss, dns.TypeSRV, dns.RcodeSuccess,
-		"8080 whereami-0.c2."+ss, "8080 whereami-1.c2."+ss)
+		"8080 10-9-0-13.c2."+ss, "8080 whereami-0.c2."+ss)
 	resolves(t, addr, within, "_http._tcp."+cs, dns.TypeSRV, dns.RcodeSuccess, "80 "+cs)
 
 	// The local cluster exports too: its address wins.

@@ -171,12 +171,10 @@ func headlessSlice(clusterID, brokerNS string, svc *corev1.Service, src *discove
 			TargetRef:  e.TargetRef,
 			Zone:       e.Zone,
 		}
-		if out.Hostname == nil || *out.Hostname == "" {
-			if pod == "" {
-				out.Hostname = nil
-			} else {
-				out.Hostname = &pod
-			}
+		// An endpoint without a hostname keeps none, as Lighthouse exports
+		// it: DNS names it by its address (dnsd), not by its pod.
+		if out.Hostname != nil && *out.Hostname == "" {
+			out.Hostname = nil
 		}
 		if gips != nil {
 			gip, ok := "", false

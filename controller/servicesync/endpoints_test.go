@@ -72,12 +72,12 @@ func TestHeadlessSlice(t *testing.T) {
 		gips            GlobalIPs
 		want            []string
 	}{
-		{"ready and unknown endpoints, hostname else pod name", false, nil,
-			[]string{"primary=10.0.0.1", "db-1=10.0.0.2", "<none>=10.0.0.4"}},
+		{"ready and unknown endpoints, with their own hostnames only", false, nil,
+			[]string{"primary=10.0.0.1", "<none>=10.0.0.2", "<none>=10.0.0.4"}},
 		{"not-ready endpoints too when the service publishes them", true, nil,
-			[]string{"primary=10.0.0.1", "db-1=10.0.0.2", "db-2=10.0.0.3", "<none>=10.0.0.4"}},
+			[]string{"primary=10.0.0.1", "<none>=10.0.0.2", "<none>=10.0.0.3", "<none>=10.0.0.4"}},
 		{"global IPs, leaving out pods without one and endpoints of no pod", true, gips,
-			[]string{"primary=242.1.0.10", "db-2=242.1.0.12"}},
+			[]string{"primary=242.1.0.10", "<none>=242.1.0.12"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

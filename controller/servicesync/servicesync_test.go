@@ -112,21 +112,21 @@ func TestServiceSync(t *testing.T) {
 		c2.writeSlice(t, "db", "db", "db-x1", 5432, pods...)
 		c2.export(t, "db", "db")
 		eventually(t, settle, "c1 imports db's two ready pods", func() string {
-			return headlessImport(t, c1, "db", "db", "c2", "primary=10.2.1.10", "db-1=10.2.1.11")
+			return headlessImport(t, c1, "db", "db", "c2", "primary=10.2.1.10", "<none>=10.2.1.11")
 		})
 		eventually(t, settle, "c3 imports db's two ready pods", func() string {
-			return headlessImport(t, c3, "db", "db", "c2", "primary=10.2.1.10", "db-1=10.2.1.11")
+			return headlessImport(t, c3, "db", "db", "c2", "primary=10.2.1.10", "<none>=10.2.1.11")
 		})
 
 		pods[2].ready, pods[0].ready = true, false
 		c2.writeSlice(t, "db", "db", "db-x1", 5432, pods...)
 		eventually(t, settle, "c1 follows db-2 becoming ready and db-0 not", func() string {
-			return headlessImport(t, c1, "db", "db", "c2", "db-1=10.2.1.11", "db-2=10.2.1.12")
+			return headlessImport(t, c1, "db", "db", "c2", "<none>=10.2.1.11", "<none>=10.2.1.12")
 		})
 
 		c2.updateService(t, "db", "db", func(s *corev1.Service) { s.Spec.PublishNotReadyAddresses = true })
 		eventually(t, settle, "c1 has not-ready db-0 too once the service publishes not-ready addresses", func() string {
-			return headlessImport(t, c1, "db", "db", "c2", "primary=10.2.1.10", "db-1=10.2.1.11", "db-2=10.2.1.12")
+			return headlessImport(t, c1, "db", "db", "c2", "primary=10.2.1.10", "<none>=10.2.1.11", "<none>=10.2.1.12")
 		})
 		c2.unexport(t, "db", "db")
 		eventually(t, settle, "c1 forgets db", func() string { return nothingImported(t, c1, "db", "db") })
@@ -322,7 +322,7 @@ func TestServiceSync(t *testing.T) {
 		gips.set(gips.pods, "gn", "db-0", "242.3.0.10")
 		c3.export(t, "gn", "db")
 		eventually(t, settle, "c1 imports db-0 at its global IP and leaves db-1 out", func() string {
-			return headlessImport(t, c1, "gn", "db", "c3", "db-0=242.3.0.10")
+			return headlessImport(t, c1, "gn", "db", "c3", "<none>=242.3.0.10")
 		})
 		if got := c1.importedSlices(t, "gn", "db")["c3"]; len(got) == 1 && got[0].Annotations[AnnotationGlobalnet] != "true" {
 			t.Errorf("annotation %s = %q, want true", AnnotationGlobalnet, got[0].Annotations[AnnotationGlobalnet])
@@ -330,7 +330,7 @@ func TestServiceSync(t *testing.T) {
 		gips.set(gips.pods, "gn", "db-1", "242.3.0.11")
 		s3.Resync("gn", "db-1")
 		eventually(t, settle, "c1 imports db-1 once it has a global IP", func() string {
-			return headlessImport(t, c1, "gn", "db", "c3", "db-0=242.3.0.10", "db-1=242.3.0.11")
+			return headlessImport(t, c1, "gn", "db", "c3", "<none>=242.3.0.10", "<none>=242.3.0.11")
 		})
 		cs.stopSyncer("c3")
 		cs.run("c3", nil)
