@@ -59,10 +59,15 @@ func main() {
 		usage()
 		os.Exit(2)
 	}
-	name := os.Args[1]
-	if name == "-h" || name == "--help" || name == "help" {
+	global, name, args, err := splitCommandLine(os.Args[1:])
+	switch {
+	case errors.Is(err, flag.ErrHelp):
 		usage()
 		return
+	case err != nil:
+		fmt.Fprintf(os.Stderr, "snorkel: %v\n\n", err)
+		usage()
+		os.Exit(2)
 	}
 	cmd, ok := commands[name]
 	if !ok {
@@ -70,7 +75,7 @@ func main() {
 		usage()
 		os.Exit(2)
 	}
-	if err := cmd.run(os.Args[2:]); err != nil {
+	if err := cmd.run(withGlobalFlags(args, global)); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return
 		}
@@ -88,14 +93,23 @@ func usage() {
 	}
 	sort.Strings(names)
 	var b strings.Builder
-	b.WriteString("usage: snorkel COMMAND [flags]\n\ncommands:\n")
+	b.WriteString("usage: snorkel [global flags] COMMAND [flags]\n\n")
+	b.WriteString("global flags, before the command as subctl takes them, or after it:\n")
+	for _, f := range globalFlags {
+		fmt.Fprintf(&b, "  --%-12s %s\n", f.name+" "+f.arg, f.usage)
+	}
+	b.WriteString("\ncommands:\n")
 	for _, n := range names {
 		fmt.Fprintf(&b, "  %-14s %s\n", n, commands[n].usage)
 	}
 	fmt.Fprint(os.Stderr, b.String())
 }
 
-func runVersion([]string) error {
+func runVersion(args []string) error {
+	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	if err := parseFlags(fs, args, nil, os.Stdout); err != nil {
+		return err
+	}
 	fmt.Println("snorkel", version)
 	return nil
 }
