@@ -50,7 +50,8 @@ func runJoin(args []string, out io.Writer) error {
 	fs.StringVar(&c.Context, "context", "", "kubeconfig context of the joining cluster (default the current context)")
 	o := &c.Join
 	fs.StringVar(&o.ClusterID, "clusterid", "", "this cluster's ID in the clusterset (a DNS-1123 label)")
-	fs.StringVar(&o.GlobalCIDR, "globalnet-cidr", "", "this cluster's global CIDR under Globalnet (default the first free block)")
+	fs.StringVar(&o.GlobalCIDR, "globalnet-cidr", "", "this cluster's global CIDR under Globalnet: any block of the broker's range no other cluster's overlaps (default the first free block)")
+	fs.Uint64Var(&o.GlobalnetClusterSize, "globalnet-cluster-size", 0, "global IPs for this cluster under Globalnet, rounded up to a power of two; the first free block of that size is taken (default the broker's cluster size)")
 	fs.StringVar(&o.CableDriver, "cable-driver", api.DefaultCableDriver, "gateway transport: "+strings.Join(transport.Kinds, ", "))
 	clusterCIDR := fs.String("clustercidr", "", "this cluster's Pod CIDRs, comma-separated (default what the cluster tells)")
 	serviceCIDR := fs.String("servicecidr", "", "this cluster's Service CIDRs, comma-separated (default what the cluster tells)")

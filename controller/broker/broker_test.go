@@ -559,7 +559,7 @@ func testJoinRefusesConflicts(t *testing.T, cs *clusterset) {
 	}{
 		{c1Global, `overlaps ` + c1Global + ` of cluster "c1"`},
 		{"10.200.0.0/16", "outside the broker's Globalnet range 242.0.0.0/8"},
-		{"242.9.0.0/24", "wrong size"},
+		{"242.9.0.1/24", "not a network address; did you mean 242.9.0.0/24?"},
 	} {
 		_, err := Join(ctx, cs.c3.Config(), cs.info, JoinOptions{ClusterID: "c4", ClusterCIDRs: []string{"10.7.0.0/16"}, GlobalCIDR: tc.cidr})
 		if err == nil || !strings.Contains(err.Error(), "--globalnet-cidr") || !strings.Contains(err.Error(), tc.want) {
@@ -940,7 +940,7 @@ func testConcurrentAllocation(t *testing.T, cs *clusterset) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			got[i], errs[i] = recordGlobalCIDR(t.Context(), kc, api.DefaultBrokerNamespace, fmt.Sprint("p", i), netip.Prefix{})
+			got[i], errs[i] = recordGlobalCIDR(t.Context(), kc, api.DefaultBrokerNamespace, fmt.Sprint("p", i), netip.Prefix{}, 0)
 		})
 	}
 	wg.Wait()
@@ -1036,7 +1036,7 @@ func testLeave(t *testing.T, cs *clusterset) {
 	if _, ok := g.lookup("c3"); ok {
 		t.Errorf("c3 still has a Globalnet record")
 	}
-	if p, err := allocateGlobalCIDR(g, "next"); err != nil || p != c3Global {
+	if p, err := allocateGlobalCIDR(g, "next", 0); err != nil || p != c3Global {
 		t.Errorf("the next cluster gets %v (%v), want c3's freed %v", p, err, c3Global)
 	}
 	if err := Leave(ctx, cs.info.RESTConfig(), ns, "c3"); err != nil {

@@ -115,15 +115,23 @@ func validateGlobalnetSettings(cidrRange string, clusterSize uint64) (netip.Pref
 	if err := checkGlobalRange(p); err != nil {
 		return p, 0, fmt.Errorf("--globalnet-cidr-range %s: %w", p, err)
 	}
+	size, err := roundClusterSize("--default-globalnet-cluster-size", p, clusterSize)
+	return p, size, err
+}
+
+// roundClusterSize rounds the number of global IPs a cluster gets up to a
+// power of two, and refuses a size that leaves no room in r for a second
+// cluster, as Submariner does; flag names the number in errors.
+func roundClusterSize(flag string, r netip.Prefix, clusterSize uint64) (uint64, error) {
 	if clusterSize == 0 {
-		return p, 0, errors.New("--default-globalnet-cluster-size must be at least 1: it is the number of global IPs each cluster gets")
+		return 0, fmt.Errorf("%s must be at least 1: it is the number of global IPs each cluster gets", flag)
 	}
 	size := uint64(1) << (64 - bits.LeadingZeros64(clusterSize-1))
-	avail := uint64(1) << (32 - p.Bits())
+	avail := uint64(1) << (32 - r.Bits())
 	if size > avail/2 {
-		return p, 0, fmt.Errorf("--default-globalnet-cluster-size %d is too large for %s: at most %d, so that at least two clusters fit", clusterSize, p, avail/2)
+		return 0, fmt.Errorf("%s %d is too large for %s: at most %d, so that at least two clusters fit", flag, clusterSize, r, avail/2)
 	}
-	return p, size, nil
+	return size, nil
 }
 
 // checkGlobalRange refuses ranges global IPs must never come from.
@@ -221,7 +229,9 @@ func writeClusters(cm *corev1.ConfigMap, g *globalnetInfo) error {
 }
 
 // checkRequestedGlobalCIDR checks a --globalnet-cidr against the broker's
-// settings and the other clusters' CIDRs.
+// range and the other clusters' CIDRs. Any block of the range that
+// overlaps no other cluster's will do, whatever its size, as subctl
+// accepts: the broker's cluster size is only the default.
 func checkRequestedGlobalCIDR(g *globalnetInfo, clusterID string, want netip.Prefix) error {
 	if !want.Addr().Is4() {
 		return fmt.Errorf("--globalnet-cidr %s: Globalnet is IPv4; give a block of %s", want, g.Range)
@@ -230,10 +240,7 @@ func checkRequestedGlobalCIDR(g *globalnetInfo, clusterID string, want netip.Pre
 		return fmt.Errorf("--globalnet-cidr %s is not a network address; did you mean %s?", want, want.Masked())
 	}
 	if !g.Range.Contains(want.Addr()) || want.Bits() < g.Range.Bits() {
-		return fmt.Errorf("--globalnet-cidr %s lies outside the broker's Globalnet range %s; give a /%d inside it, or leave the flag out to get the first free one", want, g.Range, g.clusterBits())
-	}
-	if want.Bits() != g.clusterBits() {
-		return fmt.Errorf("--globalnet-cidr %s has the wrong size: the broker gives each cluster a /%d (%d addresses); give a /%d, or leave the flag out to get the first free one", want, g.clusterBits(), g.ClusterSize, g.clusterBits())
+		return fmt.Errorf("--globalnet-cidr %s lies outside the broker's Globalnet range %s; give a block inside it, such as a /%d, or leave the flag out to get the first free one", want, g.Range, g.clusterBits())
 	}
 	taken, err := g.taken(clusterID)
 	if err != nil {
@@ -241,15 +248,20 @@ func checkRequestedGlobalCIDR(g *globalnetInfo, clusterID string, want netip.Pre
 	}
 	for p, other := range taken {
 		if p.Overlaps(want) {
-			return fmt.Errorf("--globalnet-cidr %s overlaps %s of cluster %q; give a free /%d of %s, or leave the flag out to get the first free one", want, p, other, g.clusterBits(), g.Range)
+			return fmt.Errorf("--globalnet-cidr %s overlaps %s of cluster %q; give a free /%d of %s, or leave the flag out to get the first free one", want, p, other, want.Bits(), g.Range)
 		}
 	}
 	return nil
 }
 
-// allocateGlobalCIDR returns the first block of g.ClusterSize addresses in
-// g.Range that overlaps no other cluster's global CIDR.
-func allocateGlobalCIDR(g *globalnetInfo, clusterID string) (netip.Prefix, error) {
+// allocateGlobalCIDR returns the first block of size addresses (a power of
+// two; g.ClusterSize if 0) in g.Range that overlaps no other cluster's
+// global CIDR.
+func allocateGlobalCIDR(g *globalnetInfo, clusterID string, size uint64) (netip.Prefix, error) {
+	if size == 0 {
+		size = g.ClusterSize
+	}
+	prefixBits := 32 - bits.TrailingZeros64(size)
 	taken, err := g.taken(clusterID)
 	if err != nil {
 		return netip.Prefix{}, err
@@ -264,7 +276,6 @@ func allocateGlobalCIDR(g *globalnetInfo, clusterID string) (netip.Prefix, error
 	}
 	base := uint64(ipv4Uint(g.Range.Addr()))
 	end := base + uint64(1)<<(32-g.Range.Bits())
-	size := g.ClusterSize
 	for cand := base; cand+size <= end; {
 		next := cand
 		for _, u := range used {
@@ -274,11 +285,11 @@ func allocateGlobalCIDR(g *globalnetInfo, clusterID string) (netip.Prefix, error
 			}
 		}
 		if next == cand {
-			return netip.PrefixFrom(uint32ToIPv4(uint32(cand)), g.clusterBits()), nil
+			return netip.PrefixFrom(uint32ToIPv4(uint32(cand)), prefixBits), nil
 		}
 		cand = next
 	}
-	return netip.Prefix{}, fmt.Errorf("the broker's Globalnet range %s has no free /%d left for cluster %q (%d clusters hold blocks); free one with a leave, or deploy the broker with a larger --globalnet-cidr-range", g.Range, g.clusterBits(), clusterID, len(taken))
+	return netip.Prefix{}, fmt.Errorf("the broker's Globalnet range %s has no free /%d left for cluster %q (%d clusters hold blocks); free one with a leave, ask for fewer global IPs with --globalnet-cluster-size, or deploy the broker with a larger --globalnet-cidr-range", g.Range, prefixBits, clusterID, len(taken))
 }
 
 func ipv4Uint(a netip.Addr) uint32 {
@@ -310,9 +321,10 @@ func readGlobalnet(ctx context.Context, kc kubernetes.Interface, ns string) (*gl
 
 // recordGlobalCIDR gives clusterID its global CIDR in the broker's
 // Globalnet ConfigMap: the one it already holds, else want if valid, else
-// the first free block. The update carries the resourceVersion it read and
-// is retried on conflict, so concurrent joins never get overlapping blocks.
-func recordGlobalCIDR(ctx context.Context, kc kubernetes.Interface, ns, clusterID string, want netip.Prefix) (netip.Prefix, error) {
+// the first free block of size addresses (the broker's cluster size if 0).
+// The update carries the resourceVersion it read and is retried on
+// conflict, so concurrent joins never get overlapping blocks.
+func recordGlobalCIDR(ctx context.Context, kc kubernetes.Interface, ns, clusterID string, want netip.Prefix, size uint64) (netip.Prefix, error) {
 	var got netip.Prefix
 	err := retry.RetryOnConflict(conflictBackoff, func() error {
 		g, cm, err := readGlobalnet(ctx, kc, ns)
@@ -322,7 +334,8 @@ func recordGlobalCIDR(ctx context.Context, kc kubernetes.Interface, ns, clusterI
 		if !g.Enabled {
 			return errGlobalnetOff
 		}
-		if err := precheckGlobalCIDR(g, clusterID, want); err != nil {
+		rounded, err := precheckGlobalCIDR(g, clusterID, want, size)
+		if err != nil {
 			return err
 		}
 		if have, ok := g.lookup(clusterID); ok {
@@ -331,7 +344,7 @@ func recordGlobalCIDR(ctx context.Context, kc kubernetes.Interface, ns, clusterI
 		}
 		if want.IsValid() {
 			got = want
-		} else if got, err = allocateGlobalCIDR(g, clusterID); err != nil {
+		} else if got, err = allocateGlobalCIDR(g, clusterID, rounded); err != nil {
 			return err
 		}
 		g.set(clusterID, got)

@@ -35,7 +35,7 @@ func TestAllocateGlobalCIDRTakesTheFirstFreeAlignedBlock(t *testing.T) {
 		{"small blocks", gInfo("169.100.0.0/24", 64, "169.100.0.0/26", "169.100.0.128/26"), "169.100.0.64/26"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := allocateGlobalCIDR(tc.g, "new")
+			got, err := allocateGlobalCIDR(tc.g, "new", 0)
 			if err != nil || got.String() != tc.want {
 				t.Errorf("allocate = %v, %v; want %s", got, err, tc.want)
 			}
@@ -45,11 +45,11 @@ func TestAllocateGlobalCIDRTakesTheFirstFreeAlignedBlock(t *testing.T) {
 
 func TestAllocateGlobalCIDRReusesNothingOfItsOwnAndFailsWhenFull(t *testing.T) {
 	g := gInfo("242.0.0.0/15", 65536, "242.0.0.0/16", "242.1.0.0/16")
-	if _, err := allocateGlobalCIDR(g, "new"); err == nil || !strings.Contains(err.Error(), "no free /16") {
+	if _, err := allocateGlobalCIDR(g, "new", 0); err == nil || !strings.Contains(err.Error(), "no free /16") {
 		t.Errorf("full range: %v, want an error saying no /16 is free", err)
 	}
 	// A cluster's own entry does not block it.
-	if got, err := allocateGlobalCIDR(g, "held1"); err != nil || got.String() != "242.1.0.0/16" {
+	if got, err := allocateGlobalCIDR(g, "held1", 0); err != nil || got.String() != "242.1.0.0/16" {
 		t.Errorf("own block: %v %v", got, err)
 	}
 }
@@ -87,7 +87,7 @@ func TestAllocateGlobalCIDRMatchesTheReferenceOnRandomLayouts(t *testing.T) {
 			g.Clusters = append(g.Clusters, clusterGlobalCIDRs{ClusterID: fmt.Sprint("c", j), CIDRs: []string{netip.PrefixFrom(a, bits).Masked().String()}})
 		}
 		want, ok := allocateReference(g, "new")
-		got, err := allocateGlobalCIDR(g, "new")
+		got, err := allocateGlobalCIDR(g, "new", 0)
 		if ok != (err == nil) || (ok && got != want) {
 			t.Fatalf("layout %d %v size %d: allocate = %v, %v; reference %v, %v", i, g.Clusters, size, got, err, want, ok)
 		}
@@ -100,8 +100,9 @@ func TestCheckRequestedGlobalCIDRNamesTheFlag(t *testing.T) {
 		cidr, want string
 	}{
 		{"242.0.0.0/16", "overlaps 242.0.0.0/16 of cluster \"held0\""},
-		{"242.0.0.0/8", "wrong size"},
-		{"242.5.0.0/24", "wrong size"},
+		{"242.0.0.0/8", "overlaps 242.0.0.0/16 of cluster \"held0\""},
+		{"242.0.128.0/24", "give a free /24 of 242.0.0.0/8"},
+		{"242.0.0.0/7", "outside the broker's Globalnet range 242.0.0.0/8"},
 		{"10.1.0.0/16", "outside the broker's Globalnet range 242.0.0.0/8"},
 		{"242.5.0.1/16", "not a network address"},
 		{"fd00::/64", "IPv4"},
@@ -111,11 +112,64 @@ func TestCheckRequestedGlobalCIDRNamesTheFlag(t *testing.T) {
 			t.Errorf("%s: %v, want an error naming --globalnet-cidr with %q", tc.cidr, err, tc.want)
 		}
 	}
-	if err := checkRequestedGlobalCIDR(g, "new", netip.MustParsePrefix("242.7.0.0/16")); err != nil {
-		t.Errorf("a free /16: %v", err)
+	// Any free block of the range will do, whatever the broker's
+	// cluster size, as subctl accepts.
+	for _, free := range []string{"242.7.0.0/16", "242.1.0.0/24", "242.2.0.0/15", "242.255.255.255/32"} {
+		if err := checkRequestedGlobalCIDR(g, "new", netip.MustParsePrefix(free)); err != nil {
+			t.Errorf("a free %s: %v", free, err)
+		}
 	}
 	if err := checkRequestedGlobalCIDR(g, "held0", netip.MustParsePrefix("242.0.0.0/16")); err != nil {
 		t.Errorf("a cluster's own block: %v", err)
+	}
+}
+
+func TestAllocateGlobalCIDRTakesTheAskedSize(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		g    *globalnetInfo
+		size uint64
+		want string
+	}{
+		{"a /24 in an empty range", gInfo("120.0.0.0/8", 65536), 256, "120.0.0.0/24"},
+		{"past a /24 another cluster asked for", gInfo("120.0.0.0/8", 65536, "120.1.0.0/24"), 256, "120.0.0.0/24"},
+		{"between blocks of other sizes", gInfo("120.0.0.0/8", 65536, "120.0.0.0/24", "120.0.2.0/23"), 512, "120.0.4.0/23"},
+		{"the broker's size when not asked", gInfo("120.0.0.0/8", 65536, "120.0.0.0/24"), 0, "120.1.0.0/16"},
+	} {
+		got, err := allocateGlobalCIDR(tc.g, "new", tc.size)
+		if err != nil || got.String() != tc.want {
+			t.Errorf("%s: %v, %v; want %s", tc.name, got, err, tc.want)
+		}
+	}
+}
+
+func TestPrecheckGlobalCIDRRoundsTheClusterSizeAsSubctl(t *testing.T) {
+	g := gInfo("120.0.0.0/8", 65536)
+	for _, tc := range []struct {
+		size, want uint64
+	}{{1, 1}, {200, 256}, {256, 256}, {257, 512}, {1 << 23, 1 << 23}} {
+		if got, err := precheckGlobalCIDR(g, "new", netip.Prefix{}, tc.size); err != nil || got != tc.want {
+			t.Errorf("--globalnet-cluster-size %d: %d, %v; want %d", tc.size, got, err, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		g    *globalnetInfo
+		size uint64
+		want string
+	}{
+		{g, 1<<23 + 1, "--globalnet-cluster-size 8388609 is too large for 120.0.0.0/8: at most 8388608"},
+		{&globalnetInfo{}, 256, "--globalnet-cluster-size 256: the broker has Globalnet off"},
+	} {
+		if _, err := precheckGlobalCIDR(tc.g, "new", netip.Prefix{}, tc.size); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("--globalnet-cluster-size %d: %v, want %q", tc.size, err, tc.want)
+		}
+	}
+}
+
+func TestJoinOptionsTakeTheGlobalCIDROrTheClusterSize(t *testing.T) {
+	_, err := JoinOptions{ClusterID: "c1", GlobalCIDR: "120.1.0.0/24", GlobalnetClusterSize: 256}.parse()
+	if err == nil || !strings.Contains(err.Error(), "--globalnet-cidr 120.1.0.0/24 and --globalnet-cluster-size 256: give only one") {
+		t.Errorf("both: %v", err)
 	}
 }
 

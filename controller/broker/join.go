@@ -29,8 +29,14 @@ type JoinOptions struct {
 	// ClusterID names the cluster in the clusterset (--clusterid).
 	ClusterID string
 	// GlobalCIDR asks for this global CIDR under Globalnet
-	// (--globalnet-cidr); default the first free block.
+	// (--globalnet-cidr): any block of the broker's range that overlaps
+	// no other cluster's; default the first free block.
 	GlobalCIDR string
+	// GlobalnetClusterSize is the number of global IPs the first free
+	// block must hold, rounded up to a power of two
+	// (--globalnet-cluster-size); default the broker's cluster size.
+	// GlobalCIDR and GlobalnetClusterSize exclude each other.
+	GlobalnetClusterSize uint64
 	// CableDriver is the gateway's transport (--cable-driver); default
 	// api.DefaultCableDriver.
 	CableDriver string
@@ -103,13 +109,15 @@ type joinRequest struct {
 	pods, svcs []netip.Prefix
 	// global is the requested global CIDR; invalid if none.
 	global netip.Prefix
+	// globalSize is the requested number of global IPs; 0 if none.
+	globalSize uint64
 }
 
 func (o JoinOptions) parse() (*joinRequest, error) {
 	if err := api.ValidateClusterID(o.ClusterID); err != nil {
 		return nil, err
 	}
-	r := &joinRequest{id: o.ClusterID}
+	r := &joinRequest{id: o.ClusterID, globalSize: o.GlobalnetClusterSize}
 	var err error
 	if r.driver, err = api.NormalizeCableDriver(o.CableDriver); err != nil {
 		return nil, err
@@ -123,6 +131,9 @@ func (o JoinOptions) parse() (*joinRequest, error) {
 	if o.GlobalCIDR != "" {
 		if r.global, err = netip.ParsePrefix(strings.TrimSpace(o.GlobalCIDR)); err != nil {
 			return nil, fmt.Errorf("--globalnet-cidr %q is not a CIDR: give one such as 242.1.0.0/16", o.GlobalCIDR)
+		}
+		if r.globalSize != 0 {
+			return nil, fmt.Errorf("--globalnet-cidr %s and --globalnet-cluster-size %d: give only one of them, the block itself or how many global IPs the first free block must hold", o.GlobalCIDR, r.globalSize)
 		}
 	}
 	return r, nil
@@ -156,7 +167,7 @@ func register(ctx context.Context, bcfg *rest.Config, ns, uid string, req *joinR
 	if err != nil {
 		return spec, err
 	}
-	if err := precheckGlobalCIDR(g, req.id, req.global); err != nil {
+	if _, err := precheckGlobalCIDR(g, req.id, req.global, req.globalSize); err != nil {
 		return spec, err
 	}
 	clusters := bdc.Resource(submv1.ClusterResource).Namespace(ns)
@@ -164,7 +175,7 @@ func register(ctx context.Context, bcfg *rest.Config, ns, uid string, req *joinR
 		return spec, err
 	}
 	if g.Enabled {
-		got, err := recordGlobalCIDR(ctx, bkc, ns, req.id, req.global)
+		got, err := recordGlobalCIDR(ctx, bkc, ns, req.id, req.global, req.globalSize)
 		if errors.Is(err, errGlobalnetOff) {
 			err = errors.New("the broker's Globalnet was turned off while this cluster joined; join again")
 		}
@@ -176,22 +187,29 @@ func register(ctx context.Context, bcfg *rest.Config, ns, uid string, req *joinR
 	return spec, writeCluster(ctx, clusters, uid, spec)
 }
 
-// precheckGlobalCIDR refuses a requested global CIDR before anything is
-// written; recordGlobalCIDR checks again against the latest records.
-func precheckGlobalCIDR(g *globalnetInfo, clusterID string, want netip.Prefix) error {
+// precheckGlobalCIDR refuses a requested global CIDR or cluster size
+// before anything is written; recordGlobalCIDR checks again against the
+// latest records. It returns the cluster size rounded up.
+func precheckGlobalCIDR(g *globalnetInfo, clusterID string, want netip.Prefix, size uint64) (uint64, error) {
+	if size != 0 {
+		if !g.Enabled {
+			return 0, fmt.Errorf("--globalnet-cluster-size %d: the broker has Globalnet off; leave the flag out, or deploy the broker with --globalnet", size)
+		}
+		return roundClusterSize("--globalnet-cluster-size", g.Range, size)
+	}
 	if !want.IsValid() {
-		return nil
+		return 0, nil
 	}
 	if !g.Enabled {
-		return fmt.Errorf("--globalnet-cidr %s: the broker has Globalnet off; leave the flag out, or deploy the broker with --globalnet", want)
+		return 0, fmt.Errorf("--globalnet-cidr %s: the broker has Globalnet off; leave the flag out, or deploy the broker with --globalnet", want)
 	}
 	if have, held := g.lookup(clusterID); held {
 		if have != want {
-			return fmt.Errorf("--globalnet-cidr %s: cluster %q already holds global CIDR %s; leave the flag out to keep it, or make the cluster leave the clusterset first", want, clusterID, have)
+			return 0, fmt.Errorf("--globalnet-cidr %s: cluster %q already holds global CIDR %s; leave the flag out to keep it, or make the cluster leave the clusterset first", want, clusterID, have)
 		}
-		return nil
+		return 0, nil
 	}
-	return checkRequestedGlobalCIDR(g, clusterID, want)
+	return 0, checkRequestedGlobalCIDR(g, clusterID, want)
 }
 
 // memberCIDRs completes the Pod and Service CIDRs the flags gave with what
