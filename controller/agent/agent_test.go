@@ -130,6 +130,7 @@ func TestAgents(t *testing.T) {
 	}{
 		{"one active gateway per cluster, and a takeover when it stops", testTakeover},
 		{"each cluster's data plane gets the other as a remote", testRemotes},
+		{"join's gateway flags reach the Endpoint and both data planes", testJoinSettings},
 		{"an agent whose cluster ID another cluster holds publishes nothing", testTakenClusterID},
 		{"the Gateway status mirrors the data plane", testGatewayStatus},
 		{"a remote with another cable driver is an error connection", testBackendMismatch},
@@ -488,6 +489,49 @@ func testRemotes(t *testing.T, e *env) {
 	if _, after := c1.dp.last(); after != before {
 		t.Errorf("%d configurations applied while nothing changed, want none", after-before)
 	}
+}
+
+func testJoinSettings(t *testing.T, e *env) {
+	e.active["c2"].halt()
+	m := *e.members["c2"]
+	m.GatewaySettings = api.GatewaySettings{NATTraversalOff: true, NATTPort: 4600, PreferredServer: true, HealthCheckOff: true}
+	c2 := start(t, e, e.c2, &m, "gw-c2-flags", "127.0.0.22", "198.51.100.22")
+	eventually(t, settle, "c2's Endpoint carries the join flags", func() (bool, string) {
+		eps := endpointsOf(t, e.brokerDyn, e.info.Namespace(), "c2")
+		if len(eps) != 1 {
+			return false, fmt.Sprintf("%d Endpoints", len(eps))
+		}
+		s := eps[0].Spec
+		if s.PrivateIP != "127.0.0.22" || s.BackendConfig[BackendConfigUDPPort] != "4600" || s.BackendConfig[BackendConfigPreferredServer] != "true" || s.NATEnabled {
+			return false, fmt.Sprintf("private IP %s, backend_config %v, nat_enabled %v", s.PrivateIP, s.BackendConfig, s.NATEnabled)
+		}
+		return true, ""
+	})
+	eventually(t, settle, "c2's gateway listens on --nattport without health checks", func() (bool, string) {
+		cfg, _ := c2.dp.last()
+		hc := cfg.HealthCheck
+		if cfg.Transport.Port != 4600 || hc == nil || hc.Enabled == nil || *hc.Enabled || len(cfg.Remotes) != 1 {
+			return false, fmt.Sprintf("transport %+v, health check %+v, remotes %+v", cfg.Transport, hc, cfg.Remotes)
+		}
+		return true, ""
+	})
+	eventually(t, settle, "c1 reaches c2 at the published port", func() (bool, string) {
+		cfg, _ := e.active["c1"].dp.last()
+		if len(cfg.Remotes) != 1 || !strings.HasSuffix(cfg.Remotes[0].Endpoint, ":4600") {
+			return false, fmt.Sprintf("remotes %+v", cfg.Remotes)
+		}
+		return true, ""
+	})
+
+	c2.halt()
+	e.active["c2"] = start(t, e, e.c2, e.members["c2"], "gw-c2", "127.0.0.21", "198.51.100.21")
+	eventually(t, settle, "c1 reaches c2 at the default port again", func() (bool, string) {
+		cfg, _ := e.active["c1"].dp.last()
+		if len(cfg.Remotes) != 1 || cfg.Remotes[0].Endpoint != "198.51.100.21:4500" {
+			return false, fmt.Sprintf("remotes %+v", cfg.Remotes)
+		}
+		return true, ""
+	})
 }
 
 func testTakenClusterID(t *testing.T, e *env) {

@@ -77,6 +77,9 @@ const (
 	BackendConfigPublicKey = "publicKey"
 	// BackendConfigUDPPort holds the gateway's UDP port.
 	BackendConfigUDPPort = "udp-port"
+	// BackendConfigPreferredServer says "true" when the gateway would
+	// rather be the IKE responder (`snorkel join --preferred-server`).
+	BackendConfigPreferredServer = "preferred-server"
 )
 
 // Config configures an Agent.
@@ -100,7 +103,8 @@ type Config struct {
 	// PublicIP, if set, the address other clusters reach it at across
 	// NAT. Remotes connect to PublicIP when set, else to PrivateIP.
 	PrivateIP, PublicIP string
-	// Port is the gateway's UDP port; default gateway.DefaultPort.
+	// Port is the gateway's UDP port; default the one `snorkel join
+	// --nattport` recorded in Member (4500 unless given).
 	Port int
 	// HealthCheckIP is the gateway's address on its TUN device, which
 	// other gateways probe; it becomes the TUN address when Gateway.TUN
@@ -148,6 +152,9 @@ func (c *Config) applyDefaults() {
 	}
 	if c.Port == 0 {
 		c.Port = gateway.DefaultPort
+		if c.Member != nil {
+			c.Port = c.Member.Port()
+		}
 	}
 	e := &c.Election
 	if e.LeaseName == "" {

@@ -51,6 +51,7 @@ func localEndpointSpec(c *Config) submv1.EndpointSpec {
 		bc = map[string]string{}
 	}
 	bc[BackendConfigUDPPort] = strconv.Itoa(c.Port)
+	bc[BackendConfigPreferredServer] = strconv.FormatBool(m.PreferredServer)
 	return submv1.EndpointSpec{
 		ClusterID:     m.ClusterID,
 		CableName:     cableName(m.ClusterID, c.PrivateIP),
@@ -60,8 +61,9 @@ func localEndpointSpec(c *Config) submv1.EndpointSpec {
 		PrivateIP:     c.PrivateIP,
 		PublicIP:      c.PublicIP,
 		// Behind NAT exactly when others must use another address than
-		// the one the gateway has.
-		NATEnabled:    c.PublicIP != "" && c.PublicIP != c.PrivateIP,
+		// the one the gateway has, and NAT traversal is on: with
+		// `--natt=false` the others connect to the private IP.
+		NATEnabled:    !m.NATTraversalOff && c.PublicIP != "" && c.PublicIP != c.PrivateIP,
 		Backend:       m.CableDriver,
 		BackendConfig: bc,
 	}

@@ -28,6 +28,10 @@ func build(c *Config, rs []gateway.RemoteSpec, rules *natengine.Rules) *gateway.
 		Health:         t.Health,
 		Transport:      gateway.TransportSpec{Kind: m.CableDriver, Port: uint16(c.Port)},
 	}
+	if m.HealthCheckOff {
+		off := false
+		s.Health.Enabled = &off
+	}
 	if !s.TUN.Addr.IsValid() {
 		if a, err := netip.ParseAddr(c.HealthCheckIP); err == nil {
 			s.TUN.Addr = netip.PrefixFrom(a, a.BitLen())

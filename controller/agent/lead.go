@@ -251,7 +251,7 @@ func (a *Agent) reconcile(ctx context.Context, t *progress) bool {
 		t.published, ok = err == nil, err == nil
 	}
 
-	peers := plan(a.local, a.brokerEndpoints(), a.brokerClusters())
+	peers := withJoinSettings(a.cfg.Member, plan(a.local, a.brokerEndpoints(), a.brokerClusters()))
 	a.mu.Lock()
 	changed := !reflect.DeepEqual(a.peers, peers)
 	a.peers = peers

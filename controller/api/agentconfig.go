@@ -34,6 +34,55 @@ type AgentConfig struct {
 	// GlobalCIDR is the cluster's global CIDR; empty without Globalnet.
 	GlobalCIDR       string
 	ServiceDiscovery bool
+
+	GatewaySettings
+}
+
+// GatewaySettings are the gateway settings of `snorkel join`'s flags,
+// named and defaulted as subctl's: the zero value of each field is
+// subctl's default.
+type GatewaySettings struct {
+	// NATTraversalOff is --natt=false: the gateway connects to the other
+	// clusters' private IPs only, and its Endpoint says nat_enabled false
+	// so that they connect to its own.
+	NATTraversalOff bool
+	// NATTPort is --nattport, the gateway's UDP port with every cable
+	// driver, published in its Endpoint; 0 means DefaultNATTPort.
+	NATTPort int
+	// PreferredServer is --preferred-server: this gateway would rather
+	// answer than start the IKE exchange with the other gateways.
+	PreferredServer bool
+	// HealthCheckOff is --health-check=false: the gateway sends no health
+	// probes, and a remote is connected while traffic comes from it.
+	HealthCheckOff bool
+	// CustomDomains is --custom-domains: the zones dnsd serves and the
+	// cluster's CoreDNS forwards to it besides ClustersetDomain.
+	CustomDomains []string
+	// AirGapped is --air-gapped: the cluster reaches no service outside
+	// the clusterset; the agent learns its addresses only from its node,
+	// its flags, the broker and the other gateways.
+	AirGapped bool
+}
+
+// DefaultNATTPort is the gateway's UDP port when join is given no
+// --nattport, as subctl's.
+const DefaultNATTPort = 4500
+
+// ClustersetDomain is the zone of the clusterset's service names.
+const ClustersetDomain = "clusterset.local"
+
+// Port is the gateway's UDP port: NATTPort, or DefaultNATTPort.
+func (c *GatewaySettings) Port() int {
+	if c.NATTPort == 0 {
+		return DefaultNATTPort
+	}
+	return c.NATTPort
+}
+
+// DNSZones are the zones dnsd serves: ClustersetDomain, then the custom
+// domains.
+func (c *GatewaySettings) DNSZones() []string {
+	return append([]string{ClustersetDomain}, c.CustomDomains...)
 }
 
 // Keys of the agent Secret's data that dnsd's Deployment reads too.
@@ -43,6 +92,9 @@ const (
 	// set, as a flag value the kubelet can pass to dnsd (--globalnet) from
 	// the Secret. Reading ignores it.
 	AgentGlobalnetKey = "globalnet"
+	// AgentDNSZonesKey holds DNSZones, comma-separated, for dnsd's --zone.
+	// Reading takes the custom domains from agentCustomDomainsKey.
+	AgentDNSZonesKey = "dnsZones"
 )
 
 // Keys of the agent Secret's data.
@@ -57,6 +109,12 @@ const (
 	agentServiceCIDRsKey     = "serviceCIDRs"
 	agentGlobalCIDRKey       = "globalCIDR"
 	agentServiceDiscoveryKey = "serviceDiscovery"
+	agentNATTraversalKey     = "natTraversal"
+	agentNATTPortKey         = "nattPort"
+	agentPreferredServerKey  = "preferredServer"
+	agentHealthCheckKey      = "healthCheck"
+	agentCustomDomainsKey    = "customDomains"
+	agentAirGappedKey        = "airGapped"
 )
 
 // BrokerConfig is a client configuration for the broker with the agent's
@@ -95,6 +153,13 @@ func (c *AgentConfig) SecretData() map[string][]byte {
 		agentGlobalCIDRKey:       []byte(c.GlobalCIDR),
 		agentServiceDiscoveryKey: []byte(strconv.FormatBool(c.ServiceDiscovery)),
 		AgentGlobalnetKey:        []byte(strconv.FormatBool(c.GlobalCIDR != "")),
+		agentNATTraversalKey:     []byte(strconv.FormatBool(!c.NATTraversalOff)),
+		agentNATTPortKey:         []byte(strconv.Itoa(c.Port())),
+		agentPreferredServerKey:  []byte(strconv.FormatBool(c.PreferredServer)),
+		agentHealthCheckKey:      []byte(strconv.FormatBool(!c.HealthCheckOff)),
+		agentCustomDomainsKey:    []byte(strings.Join(c.CustomDomains, ",")),
+		AgentDNSZonesKey:         []byte(strings.Join(c.DNSZones(), ",")),
+		agentAirGappedKey:        []byte(strconv.FormatBool(c.AirGapped)),
 	}
 }
 
@@ -136,12 +201,38 @@ func agentConfigFromSecret(s *corev1.Secret) (*AgentConfig, error) {
 		GlobalCIDR:      str(agentGlobalCIDRKey),
 	}
 	var errs []error
-	if v := str(agentServiceDiscoveryKey); v != "" {
+	// A key a Secret from an older join lacks takes subctl's default.
+	boolean := func(k string, def bool) bool {
+		v := str(k)
+		if v == "" {
+			return def
+		}
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("data %q: %q is not true or false", agentServiceDiscoveryKey, v))
+			errs = append(errs, fmt.Errorf("data %q: %q is not true or false", k, v))
 		}
-		c.ServiceDiscovery = b
+		return b
+	}
+	c.ServiceDiscovery = boolean(agentServiceDiscoveryKey, false)
+	c.NATTraversalOff = !boolean(agentNATTraversalKey, true)
+	c.PreferredServer = boolean(agentPreferredServerKey, false)
+	c.HealthCheckOff = !boolean(agentHealthCheckKey, true)
+	c.AirGapped = boolean(agentAirGappedKey, false)
+	if v := str(agentNATTPortKey); v != "" {
+		port, err := strconv.Atoi(v)
+		if err == nil {
+			err = ValidateNATTPort(port)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("data %q: %q is not a UDP port (1 to 65535)", agentNATTPortKey, v))
+		}
+		c.NATTPort = port
+	}
+	if domains := list(agentCustomDomainsKey); len(domains) > 0 {
+		if err := ValidateCustomDomains(domains); err != nil {
+			errs = append(errs, fmt.Errorf("data %q: %w", agentCustomDomainsKey, err))
+		}
+		c.CustomDomains = domains
 	}
 	for _, k := range []string{AgentClusterIDKey, agentBrokerURLKey, agentBrokerNamespaceKey, agentBrokerTokenKey} {
 		if str(k) == "" {

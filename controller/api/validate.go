@@ -85,3 +85,27 @@ func ParseCIDRs(flag string, cidrs []string) ([]netip.Prefix, error) {
 	}
 	return out, nil
 }
+
+// ValidateNATTPort checks the gateway's UDP port (--nattport).
+func ValidateNATTPort(port int) error {
+	if port < 1 || port > 65535 {
+		return fmt.Errorf("--nattport %d is not a UDP port: use 1 to 65535 (default %d)", port, DefaultNATTPort)
+	}
+	return nil
+}
+
+// ValidateCustomDomains checks the extra DNS zones of --custom-domains:
+// each a DNS name, none the clusterset's own, none given twice.
+func ValidateCustomDomains(domains []string) error {
+	seen := map[string]bool{ClustersetDomain: true}
+	for _, d := range domains {
+		if errs := validation.IsDNS1123Subdomain(d); len(errs) > 0 {
+			return fmt.Errorf("--custom-domains %q is not a DNS domain: use lower-case labels of letters, digits and '-' separated by dots, e.g. %q", d, "supercluster.local")
+		}
+		if seen[d] {
+			return fmt.Errorf("--custom-domains names %q twice, or names %s, which dnsd always serves; give each extra domain once", d, ClustersetDomain)
+		}
+		seen[d] = true
+	}
+	return nil
+}
