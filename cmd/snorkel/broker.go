@@ -16,7 +16,8 @@ import (
 // Usage lines of the two commands.
 const (
 	deployBrokerUsage = "set up a broker cluster: snorkel deploy-broker [--kubeconfig F] [--context C] [--globalnet] [--namespace NS] [--out broker-info.subm]"
-	joinUsage         = "join a cluster to a broker and run Snorkel in it: snorkel join broker-info.subm --clusterid ID [--kubeconfig F] [--context C] [--cable-driver esp|wireguard|vxlan] [--image REF] [--no-deploy]"
+	joinUsage         = "join a cluster to a broker and run Snorkel in it: snorkel join broker-info.subm --clusterid ID [--kubeconfig F] [--context C] [--cable-driver esp|wireguard|vxlan] " +
+		"[--globalnet-cidr CIDR | --globalnet-cluster-size N] [--natt=false] [--nattport 4500] [--preferred-server] [--label-gateway=false] [--health-check=false] [--custom-domains D1,D2] [--air-gapped] [--image REF] [--no-deploy]"
 )
 
 // runDeployBroker is `snorkel deploy-broker`: it parses args into a
@@ -56,6 +57,14 @@ func runJoin(args []string, out io.Writer) error {
 	clusterCIDR := fs.String("clustercidr", "", "this cluster's Pod CIDRs, comma-separated (default what the cluster tells)")
 	serviceCIDR := fs.String("servicecidr", "", "this cluster's Service CIDRs, comma-separated (default what the cluster tells)")
 	fs.StringVar(&c.Member.Image, "image", deploy.DefaultImage, "the Snorkel image the agent and dnsd run")
+	gw := &o.Gateway
+	natt := fs.Bool("natt", true, "NAT traversal: reach other clusters' gateways at their public IPs when they are behind NAT; false connects to their private IPs only")
+	fs.IntVar(&gw.NATTPort, "nattport", api.DefaultNATTPort, "the gateway's UDP port (IPsec NAT-T, WireGuard or VXLAN), published to the other clusters")
+	fs.BoolVar(&gw.PreferredServer, "preferred-server", false, "this cluster's gateway answers IKE rather than starting it (the IPsec server), unless the other side prefers that too")
+	healthCheck := fs.Bool("health-check", true, "the gateway probes each remote gateway through the tunnel; false sends no probes")
+	customDomains := fs.String("custom-domains", "", "DNS domains dnsd also serves, and CoreDNS forwards to it, besides clusterset.local, comma-separated")
+	fs.BoolVar(&gw.AirGapped, "air-gapped", false, "the cluster reaches no service outside the clusterset: the agent learns its addresses from its node, flags, the broker and the other gateways only")
+	fs.BoolVar(&c.LabelGateway, "label-gateway", true, "label a worker node "+broker.GatewayLabel+"=true when no node is labelled")
 	fs.BoolVar(&c.NoDeploy, "no-deploy", false, "only register the cluster and store the agent's configuration and RBAC; run the agent and dnsd yourself (kubectl apply -k deploy/kustomize/member)")
 	var files []string
 	if err := parseFlags(fs, args, &files, out); err != nil {
@@ -67,6 +76,8 @@ func runJoin(args []string, out io.Writer) error {
 	c.InfoFile = files[0]
 	o.ClusterCIDRs = splitList(*clusterCIDR)
 	o.ServiceCIDRs = splitList(*serviceCIDR)
+	gw.NATTraversalOff, gw.HealthCheckOff = !*natt, !*healthCheck
+	gw.CustomDomains = splitList(*customDomains)
 	return broker.RunJoin(c, out)
 }
 

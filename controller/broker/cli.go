@@ -9,6 +9,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -78,6 +79,9 @@ type JoinCommand struct {
 	// NoDeploy only registers the cluster and stores the agent's
 	// configuration and RBAC; the user runs the agent and dnsd.
 	NoDeploy bool
+	// LabelGateway labels a worker node as the gateway when no node is
+	// labelled (--label-gateway).
+	LabelGateway bool
 }
 
 // RunJoin is `snorkel join`: it runs Join against the kubeconfig context,
@@ -109,6 +113,20 @@ func RunJoin(c JoinCommand, out io.Writer) error {
 	fmt.Fprintf(out, "cluster %s joined the broker at %s (namespace %s): pods %s, services %s%s, cable driver %s\n",
 		ac.ClusterID, ac.BrokerURL, ac.BrokerNamespace, strings.Join(ac.ClusterCIDRs, ","), strings.Join(ac.ServiceCIDRs, ","), global, ac.CableDriver)
 	fmt.Fprintf(out, "agent configuration in Secret %s/%s, ServiceAccount %s\n", api.AgentNamespace, api.AgentSecretName, api.AgentServiceAccount)
+	printGatewaySettings(out, &ac.GatewaySettings)
+	if c.LabelGateway {
+		kc, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return err
+		}
+		node, err := labelGatewayNode(ctx, kc)
+		if err != nil {
+			return fmt.Errorf("cluster %q joined, but %w", ac.ClusterID, err)
+		}
+		if node != "" {
+			fmt.Fprintf(out, "labelled node %s as the gateway (%s=true)\n", node, GatewayLabel)
+		}
+	}
 	if c.NoDeploy {
 		fmt.Fprintf(out, "not deployed (--no-deploy): run the agent and dnsd with `kubectl apply -k deploy/kustomize/member`, and forward %s to dnsd in the cluster's DNS\n", ClustersetZone)
 		return nil
@@ -119,6 +137,21 @@ func RunJoin(c JoinCommand, out io.Writer) error {
 	}
 	printMemberDeployment(out, d)
 	return nil
+}
+
+// printGatewaySettings tells how the gateway will connect, as the join
+// flags set it.
+func printGatewaySettings(out io.Writer, s *api.GatewaySettings) {
+	onOff := map[bool]string{true: "on", false: "off"}
+	role := "IKE initiator or responder by cluster ID"
+	if s.PreferredServer {
+		role = "preferred server (IKE responder)"
+	}
+	fmt.Fprintf(out, "gateway: UDP port %d, NAT traversal %s, health check %s, %s", s.Port(), onOff[!s.NATTraversalOff], onOff[!s.HealthCheckOff], role)
+	if s.AirGapped {
+		fmt.Fprint(out, ", air-gapped")
+	}
+	fmt.Fprintf(out, "; DNS domains %s\n", strings.Join(s.DNSZones(), ", "))
 }
 
 // printMemberDeployment tells what DeployMember did and what is left to

@@ -45,6 +45,10 @@ type JoinOptions struct {
 	// tells.
 	ClusterCIDRs []string
 	ServiceCIDRs []string
+	// Gateway holds the settings of the flags --natt, --nattport,
+	// --preferred-server, --health-check, --custom-domains and
+	// --air-gapped, which the agent configuration keeps.
+	Gateway api.GatewaySettings
 }
 
 // Join makes the cluster member reaches a member of the clusterset info
@@ -93,7 +97,9 @@ func Join(ctx context.Context, member *rest.Config, info *Info, o JoinOptions) (
 		ClusterCIDRs:     spec.ClusterCIDR,
 		ServiceCIDRs:     spec.ServiceCIDR,
 		ServiceDiscovery: info.IsServiceDiscoveryEnabled(),
+		GatewaySettings:  o.Gateway,
 	}
+	cfg.NATTPort = cfg.Port()
 	if len(spec.GlobalCIDR) > 0 {
 		cfg.GlobalCIDR = spec.GlobalCIDR[0]
 	}
@@ -126,6 +132,14 @@ func (o JoinOptions) parse() (*joinRequest, error) {
 		return nil, err
 	}
 	if r.svcs, err = api.ParseCIDRs("--servicecidr", o.ServiceCIDRs); err != nil {
+		return nil, err
+	}
+	if p := o.Gateway.NATTPort; p != 0 {
+		if err := api.ValidateNATTPort(p); err != nil {
+			return nil, err
+		}
+	}
+	if err := api.ValidateCustomDomains(o.Gateway.CustomDomains); err != nil {
 		return nil, err
 	}
 	if o.GlobalCIDR != "" {

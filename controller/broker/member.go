@@ -92,14 +92,9 @@ func DeployMember(ctx context.Context, member *rest.Config, o MemberOptions) (*M
 			return nil, err
 		}
 	}
-	nodes, err := kc.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: GatewayLabel + "=true"})
-	if err != nil {
-		return nil, fmt.Errorf("listing the gateway nodes: %w", err)
+	if d.GatewayNodes, err = gatewayNodes(ctx, kc); err != nil {
+		return nil, err
 	}
-	for _, n := range nodes.Items {
-		d.GatewayNodes = append(d.GatewayNodes, n.Name)
-	}
-	slices.Sort(d.GatewayNodes)
 	return d, nil
 }
 
