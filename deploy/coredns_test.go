@@ -90,6 +90,26 @@ func TestRemoveCoreDNSStanzaUndoesAdd(t *testing.T) {
 	}
 }
 
+func TestCoreDNSStanzaForwardsTheCustomDomainsToo(t *testing.T) {
+	const base = ".:5353 {\n    errors\n}\n"
+	got, err := deploy.AddCoreDNSStanza(base, "10.96.0.53", "supercluster.local", "example.org")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "#lighthouse-start AUTO-GENERATED SECTION. DO NOT EDIT\n" +
+		"clusterset.local:5353 {\n    forward . 10.96.0.53\n}\n" +
+		"supercluster.local:5353 {\n    forward . 10.96.0.53\n}\n" +
+		"example.org:5353 {\n    forward . 10.96.0.53\n}\n" +
+		"#lighthouse-end\n" + base
+	if got != want {
+		t.Errorf("with custom domains:\n%s\nwant:\n%s", got, want)
+	}
+	fewer, err := deploy.AddCoreDNSStanza(got, "10.96.0.53")
+	if err != nil || strings.Contains(fewer, "supercluster.local") || strings.Count(fewer, "#lighthouse-start") != 1 {
+		t.Errorf("joining again without them keeps them (%v):\n%s", err, fewer)
+	}
+}
+
 // freePort finds a port free for UDP and TCP on loopback.
 func freePort(t *testing.T) int {
 	t.Helper()

@@ -682,8 +682,8 @@ func testMemberDeployed(t *testing.T, cs *clusterset) {
 			}
 		}
 	}
-	if refs != 2 || string(sec.Data[api.AgentGlobalnetKey]) != "true" || string(sec.Data[api.AgentClusterIDKey]) != "c1" {
-		t.Errorf("%d keys from the Secret; globalnet %q, cluster ID %q", refs, sec.Data[api.AgentGlobalnetKey], sec.Data[api.AgentClusterIDKey])
+	if refs != 3 || string(sec.Data[api.AgentGlobalnetKey]) != "true" || string(sec.Data[api.AgentClusterIDKey]) != "c1" || string(sec.Data[api.AgentDNSZonesKey]) != "clusterset.local" {
+		t.Errorf("%d keys from the Secret; globalnet %q, cluster ID %q, zones %q", refs, sec.Data[api.AgentGlobalnetKey], sec.Data[api.AgentClusterIDKey], sec.Data[api.AgentDNSZonesKey])
 	}
 	svc, err := kc.CoreV1().Services(api.AgentNamespace).Get(ctx, DNSService, metav1.GetOptions{})
 	if err != nil {

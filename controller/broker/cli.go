@@ -159,14 +159,15 @@ func printGatewaySettings(out io.Writer, s *api.GatewaySettings) {
 func printMemberDeployment(out io.Writer, d *MemberDeployment) {
 	fmt.Fprintf(out, "deployed %s: DaemonSet %s/%s on the nodes labelled %s=true, dnsd (Deployment %s) at %s\n",
 		d.Image, api.AgentNamespace, AgentDaemonSet, GatewayLabel, DNSDeployment, d.DNSAddress)
+	zones := strings.Join(d.Domains, ", ")
 	switch d.CoreDNS {
 	case CoreDNSUpdated:
-		fmt.Fprintf(out, "CoreDNS (%s/%s) now forwards %s to %s\n", metav1.NamespaceSystem, CoreDNSConfigMap, ClustersetZone, d.DNSAddress)
+		fmt.Fprintf(out, "CoreDNS (%s/%s) now forwards %s to %s\n", metav1.NamespaceSystem, CoreDNSConfigMap, zones, d.DNSAddress)
 	case CoreDNSUnchanged:
-		fmt.Fprintf(out, "CoreDNS (%s/%s) already forwards %s to %s\n", metav1.NamespaceSystem, CoreDNSConfigMap, ClustersetZone, d.DNSAddress)
+		fmt.Fprintf(out, "CoreDNS (%s/%s) already forwards %s to %s\n", metav1.NamespaceSystem, CoreDNSConfigMap, zones, d.DNSAddress)
 	case CoreDNSNotFound:
 		fmt.Fprintf(out, "no ConfigMap %s/%s: make the cluster's DNS forward %s to %s, e.g. with this Corefile section:\n%s",
-			metav1.NamespaceSystem, CoreDNSConfigMap, ClustersetZone, d.DNSAddress, d.Stanza)
+			metav1.NamespaceSystem, CoreDNSConfigMap, zones, d.DNSAddress, d.Stanza)
 	}
 	if len(d.GatewayNodes) == 0 {
 		fmt.Fprintf(out, "no gateway node yet: label one with `kubectl label node NODE %s=true`\n", GatewayLabel)

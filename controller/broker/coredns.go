@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/snorkel-net/snorkel/controller/api"
 	"github.com/snorkel-net/snorkel/deploy"
 )
 
@@ -22,7 +23,7 @@ const (
 )
 
 // ClustersetZone is the zone CoreDNS forwards to dnsd.
-const ClustersetZone = "clusterset.local"
+const ClustersetZone = api.ClustersetDomain
 
 // CoreDNSResult is what configureCoreDNS did.
 type CoreDNSResult int
@@ -38,9 +39,9 @@ const (
 	CoreDNSNotFound
 )
 
-// configureCoreDNS makes the cluster's CoreDNS forward clusterset.local to
-// dnsIP.
-func configureCoreDNS(ctx context.Context, kc kubernetes.Interface, dnsIP string) (CoreDNSResult, error) {
+// configureCoreDNS makes the cluster's CoreDNS forward clusterset.local
+// and customDomains to dnsIP.
+func configureCoreDNS(ctx context.Context, kc kubernetes.Interface, dnsIP string, customDomains []string) (CoreDNSResult, error) {
 	cms := kc.CoreV1().ConfigMaps(metav1.NamespaceSystem)
 	result := CoreDNSUnchanged
 	err := retry.RetryOnConflict(conflictBackoff, func() error {
@@ -56,7 +57,7 @@ func configureCoreDNS(ctx context.Context, kc kubernetes.Interface, dnsIP string
 		if !ok {
 			return fmt.Errorf("it has no %q key; add the clusterset.local section to the cluster's DNS configuration by hand", corefileKey)
 		}
-		want, err := deploy.AddCoreDNSStanza(corefile, dnsIP)
+		want, err := deploy.AddCoreDNSStanza(corefile, dnsIP, customDomains...)
 		if err != nil {
 			return err
 		}

@@ -43,6 +43,9 @@ type MemberDeployment struct {
 	Image     string
 	// DNSAddress is the ClusterIP of DNSService.
 	DNSAddress string
+	// Domains are the zones dnsd serves and CoreDNS forwards to it:
+	// clusterset.local and the custom domains.
+	Domains []string
 	// CoreDNS tells whether the cluster's CoreDNS was changed; if it was
 	// not found, Stanza is what the cluster's DNS needs.
 	CoreDNS CoreDNSResult
@@ -84,11 +87,12 @@ func DeployMember(ctx context.Context, member *rest.Config, o MemberOptions) (*M
 		return nil, fmt.Errorf("dnsd's Service %s/%s has no ClusterIP for CoreDNS to forward to; delete it and deploy again", api.AgentNamespace, DNSService)
 	}
 	d := &MemberDeployment{ClusterID: cfg.ClusterID, Image: o.Image, DNSAddress: svc.Spec.ClusterIP}
-	if d.CoreDNS, err = configureCoreDNS(ctx, kc, d.DNSAddress); err != nil {
+	d.Domains = cfg.DNSZones()
+	if d.CoreDNS, err = configureCoreDNS(ctx, kc, d.DNSAddress, cfg.CustomDomains); err != nil {
 		return nil, err
 	}
 	if d.CoreDNS == CoreDNSNotFound {
-		if d.Stanza, err = deploy.CoreDNSStanza(d.DNSAddress); err != nil {
+		if d.Stanza, err = deploy.CoreDNSStanza(d.DNSAddress, cfg.CustomDomains...); err != nil {
 			return nil, err
 		}
 	}
