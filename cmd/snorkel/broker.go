@@ -76,6 +76,11 @@ func runJoin(args []string, out io.Writer) error {
 	c.InfoFile = files[0]
 	o.ClusterCIDRs = splitList(*clusterCIDR)
 	o.ServiceCIDRs = splitList(*serviceCIDR)
+	// In JoinOptions 0 means the default port; from the command line it
+	// is a mistake.
+	if err := api.ValidateNATTPort(gw.NATTPort); err != nil {
+		return err
+	}
 	gw.NATTraversalOff, gw.HealthCheckOff = !*natt, !*healthCheck
 	gw.CustomDomains = splitList(*customDomains)
 	return broker.RunJoin(c, out)

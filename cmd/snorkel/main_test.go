@@ -31,7 +31,14 @@ type snorkelRun struct {
 // the environment.
 func runSnorkel(t *testing.T, env []string, args ...string) snorkelRun {
 	t.Helper()
+	return runSnorkelIn(t, "", env, args...)
+}
+
+// runSnorkelIn is runSnorkel in directory dir ("": this one).
+func runSnorkelIn(t *testing.T, dir string, env []string, args ...string) snorkelRun {
+	t.Helper()
 	cmd := exec.CommandContext(t.Context(), os.Args[0], args...)
+	cmd.Dir = dir
 	cmd.Env = append(append(os.Environ(), runMainEnv+"=1"), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

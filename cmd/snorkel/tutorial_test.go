@@ -1,0 +1,204 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/snorkel-net/snorkel/controller/api"
+	"github.com/snorkel-net/snorkel/controller/broker"
+	"github.com/snorkel-net/snorkel/controller/kubelocal"
+	"github.com/snorkel-net/snorkel/controller/kubelocal/kubetest"
+)
+
+// TestTutorialGlobalnet runs the Globalnet tutorial's commands as a
+// Submariner user types them, with snorkel for subctl and the global
+// flags before the verb, against real API servers named as kind names
+// them; and join's gateway flags on the way.
+func TestTutorialGlobalnet(t *testing.T) {
+	servers := kubetest.Start(t,
+		kubelocal.Options{Name: "broker"},
+		kubelocal.Options{Name: "c1", ServiceCIDR: "10.96.0.0/16"},
+		kubelocal.Options{Name: "c2", ServiceCIDR: "10.96.0.0/16"},
+		kubelocal.Options{Name: "c3", ServiceCIDR: "10.96.0.0/16"})
+	dir := t.TempDir()
+	kubeconfig := mergeKubeconfigs(t, dir, servers)
+	env := []string{"KUBECONFIG=" + kubeconfig}
+	clients := map[string]kubernetes.Interface{}
+	for _, s := range servers[1:] {
+		kc, err := s.Client()
+		if err != nil {
+			t.Fatal(err)
+		}
+		clients[s.Name] = kc
+		// kind's clusters all have the same Pod CIDR, which join reads
+		// from kube-controller-manager's flags: the reason for Globalnet.
+		kubeControllerManager(t, kc, "10.244.0.0/16")
+	}
+	// c1 has a control-plane node and a worker, neither labelled the
+	// gateway; c2 one worker; c2 runs CoreDNS as kubeadm sets it up.
+	node(t, clients["c1"], "c1-control-plane", map[string]string{"node-role.kubernetes.io/control-plane": ""})
+	node(t, clients["c1"], "c1-worker", nil)
+	node(t, clients["c2"], "c2-worker", nil)
+	coreDNS(t, clients["c2"])
+
+	run := func(wantCode int, args ...string) snorkelRun {
+		t.Helper()
+		r := runSnorkelIn(t, dir, env, args...)
+		if r.code != wantCode {
+			t.Fatalf("snorkel %s: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), r.code, wantCode, r.stdout, r.stderr)
+		}
+		return r
+	}
+	wantLines := func(r snorkelRun, out string, lines ...string) {
+		t.Helper()
+		for _, l := range lines {
+			if !strings.Contains(out, l) {
+				t.Errorf("output lacks %q:\n%s", l, out)
+			}
+		}
+	}
+
+	r := run(0, "--context", "kind-broker", "deploy-broker", "--globalnet=true", "--globalnet-cidr-range", "120.0.0.0/8")
+	wantLines(r, r.stdout, "in namespace submariner-k8s-broker (Globalnet on: 120.0.0.0/8, a /16 per cluster)", "wrote broker-info.subm")
+
+	r = run(0, "--context", "kind-c1", "join", "broker-info.subm", "--clusterid", "c1", "--globalnet-cidr", "120.1.0.0/24")
+	wantLines(r, r.stdout,
+		"cluster c1 joined the broker at",
+		"pods 10.244.0.0/16, services 10.96.0.0/16, global CIDR 120.1.0.0/24, cable driver esp",
+		"gateway: UDP port 4500, NAT traversal on, health check on, IKE initiator or responder by cluster ID; DNS domains clusterset.local",
+		"labelled node c1-worker as the gateway (submariner.io/gateway=true)",
+		"gateway nodes: c1-worker")
+
+	r = run(0, "--context", "kind-c2", "join", "broker-info.subm", "--clusterid", "c2", "--globalnet-cidr", "120.2.0.0/24",
+		"--natt=false", "--nattport", "4600", "--preferred-server", "--health-check=false", "--custom-domains", "supercluster.local",
+		"--air-gapped", "--label-gateway=false")
+	wantLines(r, r.stdout,
+		"global CIDR 120.2.0.0/24",
+		"gateway: UDP port 4600, NAT traversal off, health check off, preferred server (IKE responder), air-gapped; DNS domains clusterset.local, supercluster.local",
+		"CoreDNS (kube-system/coredns) now forwards clusterset.local, supercluster.local to ",
+		"no gateway node yet: label one with `kubectl label node NODE submariner.io/gateway=true`")
+	c2, err := api.LoadAgentConfig(t.Context(), clients["c2"], api.AgentNamespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (api.GatewaySettings{NATTraversalOff: true, NATTPort: 4600, PreferredServer: true, HealthCheckOff: true, CustomDomains: []string{"supercluster.local"}, AirGapped: true}); fmt.Sprint(c2.GatewaySettings) != fmt.Sprint(want) {
+		t.Errorf("c2's agent configuration has %+v, want %+v", c2.GatewaySettings, want)
+	}
+	cm, err := clients["c2"].CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(t.Context(), broker.CoreDNSConfigMap, metav1.GetOptions{})
+	if err != nil || !strings.Contains(cm.Data["Corefile"], "supercluster.local:53 {\n    forward . ") {
+		t.Errorf("c2's Corefile does not forward supercluster.local (%v):\n%s", err, cm.Data["Corefile"])
+	}
+	n, err := clients["c2"].CoreV1().Nodes().Get(t.Context(), "c2-worker", metav1.GetOptions{})
+	if err != nil || n.Labels[broker.GatewayLabel] != "" {
+		t.Errorf("--label-gateway=false labelled c2-worker: %v %v", n.Labels, err)
+	}
+
+	// subctl's --globalnet-cluster-size: the first free block of 300
+	// global IPs, rounded up to 512.
+	r = run(0, "--context", "kind-c3", "join", "broker-info.subm", "--clusterid", "c3", "--globalnet-cluster-size", "300", "--label-gateway=false")
+	wantLines(r, r.stdout, "global CIDR 120.0.0.0/23")
+
+	// Blocks join refuses, each naming the flag and the fix; nothing is
+	// registered for them.
+	for _, tc := range []struct {
+		cidr, want string
+	}{
+		{"120.1.0.0/25", `--globalnet-cidr 120.1.0.0/25 overlaps 120.1.0.0/24 of cluster "c1"; give a free /25 of 120.0.0.0/8`},
+		{"10.1.0.0/24", "--globalnet-cidr 10.1.0.0/24 lies outside the broker's Globalnet range 120.0.0.0/8"},
+		{"120.3.0.1/24", "--globalnet-cidr 120.3.0.1/24 is not a network address; did you mean 120.3.0.0/24?"},
+	} {
+		r = run(1, "--context", "kind-c3", "join", "broker-info.subm", "--clusterid", "c4", "--globalnet-cidr", tc.cidr)
+		wantLines(r, r.stderr, "snorkel join: "+tc.want)
+	}
+	r = run(1, "--context", "kind-c3", "join", "broker-info.subm", "--clusterid", "c3", "--nattport", "0")
+	wantLines(r, r.stderr, "--nattport 0 is not a UDP port")
+
+	// The global flags as the tutorial places them, after the verb as
+	// before, and both ways with the one after the verb winning.
+	for _, args := range [][]string{
+		{"--kubeconfig", kubeconfig, "--context", "kind-c2", "show", "networks"},
+		{"show", "networks", "--context", "kind-c2"},
+		{"--context", "kind-c1", "show", "networks", "--context", "kind-c2"},
+	} {
+		r = run(0, args...)
+		wantLines(r, r.stdout, "120.2.0.0/24")
+		if strings.Contains(r.stdout, "120.1.0.0/24") {
+			t.Errorf("snorkel %s showed c1:\n%s", strings.Join(args, " "), r.stdout)
+		}
+	}
+	r = run(2, "--clusterid", "c1", "--context", "kind-c1", "join", "broker-info.subm")
+	wantLines(r, r.stderr, "snorkel: unknown global flag --clusterid before the command: the global flags are --kubeconfig, --context, --contexts")
+}
+
+// mergeKubeconfigs writes one kubeconfig with a context per server, named
+// as kind names its clusters' contexts: kind-NAME.
+func mergeKubeconfigs(t *testing.T, dir string, servers []*kubelocal.Server) string {
+	t.Helper()
+	merged := clientcmdapi.NewConfig()
+	for _, s := range servers {
+		c, err := clientcmd.LoadFromFile(s.Kubeconfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := c.Contexts[s.Name]
+		if ctx == nil {
+			t.Fatalf("%s has no context %s", s.Kubeconfig, s.Name)
+		}
+		name := "kind-" + s.Name
+		merged.Clusters[name] = c.Clusters[ctx.Cluster]
+		merged.AuthInfos[name] = c.AuthInfos[ctx.AuthInfo]
+		merged.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: name}
+	}
+	merged.CurrentContext = "kind-broker"
+	path := filepath.Join(dir, "kubeconfig")
+	if err := clientcmd.WriteToFile(*merged, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func kubeControllerManager(t *testing.T, kc kubernetes.Interface, podCIDR string) {
+	t.Helper()
+	ctx := t.Context()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: metav1.NamespaceSystem}}
+	if _, err := kc.CoreV1().ServiceAccounts(metav1.NamespaceSystem).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "kube-controller-manager", Namespace: metav1.NamespaceSystem, Labels: map[string]string{"component": "kube-controller-manager"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name: "kube-controller-manager", Image: "registry.k8s.io/kube-controller-manager:v1.37.2",
+			Command: []string{"kube-controller-manager", "--allocate-node-cidrs=true", "--cluster-cidr=" + podCIDR},
+		}}},
+	}
+	if _, err := kc.CoreV1().Pods(metav1.NamespaceSystem).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func node(t *testing.T, kc kubernetes.Interface, name string, labels map[string]string) {
+	t.Helper()
+	if _, err := kc.CoreV1().Nodes().Create(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func coreDNS(t *testing.T, kc kubernetes.Interface) {
+	t.Helper()
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: broker.CoreDNSConfigMap, Namespace: metav1.NamespaceSystem},
+		Data:       map[string]string{"Corefile": ".:53 {\n    errors\n    forward . /etc/resolv.conf\n}\n"},
+	}
+	if _, err := kc.CoreV1().ConfigMaps(metav1.NamespaceSystem).Create(t.Context(), cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
