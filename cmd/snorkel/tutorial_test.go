@@ -57,7 +57,7 @@ func TestTutorialGlobalnet(t *testing.T) {
 		}
 		return r
 	}
-	wantLines := func(r snorkelRun, out string, lines ...string) {
+	wantLines := func(out string, lines ...string) {
 		t.Helper()
 		for _, l := range lines {
 			if !strings.Contains(out, l) {
@@ -67,10 +67,10 @@ func TestTutorialGlobalnet(t *testing.T) {
 	}
 
 	r := run(0, "--context", "kind-broker", "deploy-broker", "--globalnet=true", "--globalnet-cidr-range", "120.0.0.0/8")
-	wantLines(r, r.stdout, "in namespace submariner-k8s-broker (Globalnet on: 120.0.0.0/8, a /16 per cluster)", "wrote broker-info.subm")
+	wantLines(r.stdout, "in namespace submariner-k8s-broker (Globalnet on: 120.0.0.0/8, a /16 per cluster)", "wrote broker-info.subm")
 
 	r = run(0, "--context", "kind-c1", "join", "broker-info.subm", "--clusterid", "c1", "--globalnet-cidr", "120.1.0.0/24")
-	wantLines(r, r.stdout,
+	wantLines(r.stdout,
 		"cluster c1 joined the broker at",
 		"pods 10.244.0.0/16, services 10.96.0.0/16, global CIDR 120.1.0.0/24, cable driver esp",
 		"gateway: UDP port 4500, NAT traversal on, health check on, IKE initiator or responder by cluster ID; DNS domains clusterset.local",
@@ -80,7 +80,7 @@ func TestTutorialGlobalnet(t *testing.T) {
 	r = run(0, "--context", "kind-c2", "join", "broker-info.subm", "--clusterid", "c2", "--globalnet-cidr", "120.2.0.0/24",
 		"--natt=false", "--nattport", "4600", "--preferred-server", "--health-check=false", "--custom-domains", "supercluster.local",
 		"--air-gapped", "--label-gateway=false")
-	wantLines(r, r.stdout,
+	wantLines(r.stdout,
 		"global CIDR 120.2.0.0/24",
 		"gateway: UDP port 4600, NAT traversal off, health check off, preferred server (IKE responder), air-gapped; DNS domains clusterset.local, supercluster.local",
 		"CoreDNS (kube-system/coredns) now forwards clusterset.local, supercluster.local to ",
@@ -104,7 +104,7 @@ func TestTutorialGlobalnet(t *testing.T) {
 	// subctl's --globalnet-cluster-size: the first free block of 300
 	// global IPs, rounded up to 512.
 	r = run(0, "--context", "kind-c3", "join", "broker-info.subm", "--clusterid", "c3", "--globalnet-cluster-size", "300", "--label-gateway=false")
-	wantLines(r, r.stdout, "global CIDR 120.0.0.0/23")
+	wantLines(r.stdout, "global CIDR 120.0.0.0/23")
 
 	// Blocks join refuses, each naming the flag and the fix; nothing is
 	// registered for them.
@@ -116,10 +116,10 @@ func TestTutorialGlobalnet(t *testing.T) {
 		{"120.3.0.1/24", "--globalnet-cidr 120.3.0.1/24 is not a network address; did you mean 120.3.0.0/24?"},
 	} {
 		r = run(1, "--context", "kind-c3", "join", "broker-info.subm", "--clusterid", "c4", "--globalnet-cidr", tc.cidr)
-		wantLines(r, r.stderr, "snorkel join: "+tc.want)
+		wantLines(r.stderr, "snorkel join: "+tc.want)
 	}
 	r = run(1, "--context", "kind-c3", "join", "broker-info.subm", "--clusterid", "c3", "--nattport", "0")
-	wantLines(r, r.stderr, "--nattport 0 is not a UDP port")
+	wantLines(r.stderr, "--nattport 0 is not a UDP port")
 
 	// The global flags as the tutorial places them, after the verb as
 	// before, and both ways with the one after the verb winning.
@@ -129,13 +129,13 @@ func TestTutorialGlobalnet(t *testing.T) {
 		{"--context", "kind-c1", "show", "networks", "--context", "kind-c2"},
 	} {
 		r = run(0, args...)
-		wantLines(r, r.stdout, "120.2.0.0/24")
+		wantLines(r.stdout, "120.2.0.0/24")
 		if strings.Contains(r.stdout, "120.1.0.0/24") {
 			t.Errorf("snorkel %s showed c1:\n%s", strings.Join(args, " "), r.stdout)
 		}
 	}
 	r = run(2, "--clusterid", "c1", "--context", "kind-c1", "join", "broker-info.subm")
-	wantLines(r, r.stderr, "snorkel: unknown global flag --clusterid before the command: the global flags are --kubeconfig, --context, --contexts")
+	wantLines(r.stderr, "snorkel: unknown global flag --clusterid before the command: the global flags are --kubeconfig, --context, --contexts")
 }
 
 // mergeKubeconfigs writes one kubeconfig with a context per server, named
@@ -201,4 +201,3 @@ func coreDNS(t *testing.T, kc kubernetes.Interface) {
 		t.Fatal(err)
 	}
 }
-
