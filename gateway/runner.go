@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"reflect"
 	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Runner is a gateway that follows a changing configuration, as the agent
@@ -164,6 +166,21 @@ func (r *Runner) stopLocked() {
 		r.log.Warn("gateway stopped", "err", err)
 	}
 	r.log.Info("gateway down", "tun", cur.spec.TUN.Name)
+}
+
+// Describe implements prometheus.Collector as an unchecked collector: the
+// metrics are those of whichever gateway runs when they are collected.
+func (r *Runner) Describe(chan<- *prometheus.Desc) {}
+
+// Collect implements prometheus.Collector with the running gateway's
+// metrics, none while no gateway runs.
+func (r *Runner) Collect(ch chan<- prometheus.Metric) {
+	r.mu.Lock()
+	cur := r.cur
+	r.mu.Unlock()
+	if cur != nil {
+		cur.g.Collect(ch)
+	}
 }
 
 // Failed reports the error of a gateway that stopped by itself, its device

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/vishvananda/netlink"
 
 	"github.com/snorkel-net/snorkel/natengine"
@@ -165,6 +167,13 @@ func TestRunnerReportsAGatewayThatFailed(t *testing.T) {
 		if err := r.Apply(context.Background(), mustCompile(t, cfg)); err != nil {
 			t.Error(err)
 			return
+		}
+		// A Runner collects the running gateway's metrics.
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(r)
+		fams, err := reg.Gather()
+		if err != nil || !slices.ContainsFunc(fams, func(f *dto.MetricFamily) bool { return f.GetName() == "submariner_connections" }) {
+			t.Errorf("a registry holding the Runner gathers no submariner_connections (%v)", err)
 		}
 		l, err := netlink.LinkByName("snk-fail0")
 		if err != nil {

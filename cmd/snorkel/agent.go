@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
@@ -16,6 +17,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/snorkel-net/snorkel/controller/agent"
 	"github.com/snorkel-net/snorkel/controller/api"
 	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
@@ -74,13 +77,17 @@ func runAgent(args []string) error {
 		backend = map[string]string{agent.BackendConfigPublicKey: pub.String()}
 		gw.Transport.WireGuard = &gateway.WireGuardSpec{PrivateKeyFile: *keyFile}
 	}
+	// One registry serves the agent's metrics (service sync, Globalnet)
+	// and the in-process gateway's.
+	reg := prometheus.NewRegistry()
 	var dp agent.Dataplane = configFile(*out)
 	if *out == "" {
 		log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("cluster", member.ClusterID)
 		r := gateway.NewRunner(log)
 		defer r.Close()
+		reg.MustRegister(r)
 		if *metrics != "" {
-			srv, err := listenHTTP("--metrics-address", *metrics, r.MetricsHandler(), metricsLimits)
+			srv, err := listenHTTP("--metrics-address", *metrics, agentMetrics(reg), metricsLimits)
 			if err != nil {
 				return err
 			}
@@ -107,6 +114,7 @@ func runAgent(args []string) error {
 		BackendConfig: backend,
 		Gateway:       gw,
 		Dataplane:     dp,
+		Registerer:    reg,
 		Version:       version,
 		Logger:        slog.New(slog.NewTextHandler(os.Stderr, nil)),
 	})
@@ -114,6 +122,17 @@ func runAgent(args []string) error {
 		return err
 	}
 	return a.Run(ctx)
+}
+
+// agentMetrics serves /metrics from reg and /healthz, which answers while
+// the agent runs, active or passive.
+func agentMetrics(reg *prometheus.Registry) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Write([]byte("ok\n"))
+	})
+	return mux
 }
 
 // addressTowards is the local address the kernel would send from to reach

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/snorkel-net/snorkel/controller/api"
 	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
 	"github.com/snorkel-net/snorkel/controller/broker"
@@ -84,6 +85,7 @@ type env struct {
 type runningAgent struct {
 	*Agent
 	dp        *recorder
+	metrics   *prometheus.Registry
 	key       string
 	stop      context.CancelFunc
 	done      chan struct{}
@@ -179,7 +181,7 @@ func newKey(t *testing.T) string {
 // test ends.
 func start(t *testing.T, e *env, srv *kubelocal.Server, member *api.AgentConfig, identity, privateIP, publicIP string, mods ...func(*Config)) *runningAgent {
 	t.Helper()
-	r := &runningAgent{dp: &recorder{}, key: newKey(t), done: make(chan struct{}), namespace: api.AgentNamespace}
+	r := &runningAgent{dp: &recorder{}, metrics: prometheus.NewRegistry(), key: newKey(t), done: make(chan struct{}), namespace: api.AgentNamespace}
 	cfg := agentConfig(t, srv)
 	kc, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -199,6 +201,7 @@ func start(t *testing.T, e *env, srv *kubelocal.Server, member *api.AgentConfig,
 		BackendConfig: map[string]string{BackendConfigPublicKey: r.key},
 		Gateway:       gateway.Spec{TUN: gateway.TUNSpec{Name: "snk-" + srv.Name}},
 		Dataplane:     r.dp,
+		Registerer:    r.metrics,
 		OnActive: []func(context.Context) error{func(ctx context.Context) error {
 			r.hookRuns.Add(1)
 			defer r.hookRuns.Add(-1)

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/snorkel-net/snorkel/controller/api"
 	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
 	"github.com/snorkel-net/snorkel/gateway"
@@ -122,6 +123,9 @@ type Config struct {
 	Gateway gateway.Spec
 	// Dataplane receives every configuration the active gateway builds.
 	Dataplane Dataplane
+	// Registerer, when set, gets the metrics of the service sync and of
+	// Globalnet's IPAM under Submariner's names.
+	Registerer prometheus.Registerer
 	// OnActive run while this gateway is the active one, each with a
 	// context that ends when leadership is lost. One that fails is
 	// started again after a pause.

@@ -35,6 +35,7 @@ func (a *Agent) newIPAM() (*globalnet.IPAM, error) {
 		OnRules:      a.setRules,
 		OnGlobalIP:   a.resyncService,
 		Log:          a.cfg.Logger,
+		Registerer:   a.cfg.Registerer,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w; run `snorkel join` again", err)
@@ -77,6 +78,7 @@ func (a *Agent) runServiceSync(ctx context.Context) error {
 		Broker:          m.BrokerConfig(),
 		BrokerNamespace: m.BrokerNamespace,
 		Logger:          a.cfg.Logger,
+		Registerer:      a.cfg.Registerer,
 	}
 	if a.ipam != nil {
 		cfg.GlobalIPs = a.ipam

@@ -116,6 +116,31 @@ func testGlobalnetServices(t *testing.T, e *env) {
 		}
 		return slices.Equal(addrs, []string{global}), fmt.Sprintf("addresses %v, want [%s]", addrs, global)
 	})
+
+	// The agents' registries carry the service sync's and the IPAM's
+	// metrics under Submariner's names.
+	for _, w := range []struct {
+		r      *runningAgent
+		metric string
+	}{
+		{g2, "submariner_service_export"},
+		{g1, "submariner_service_import"},
+		{g2, "submariner_global_ingress_IP_allocated"},
+		{g1, "submariner_cluster_global_egress_IP_allocated"},
+	} {
+		eventually(t, settle, w.r.cfg.Member.ClusterID+"'s registry has "+w.metric, func() (bool, string) {
+			fams, err := w.r.metrics.Gather()
+			if err != nil {
+				return false, err.Error()
+			}
+			for _, f := range fams {
+				if f.GetName() == w.metric {
+					return true, ""
+				}
+			}
+			return false, "no " + w.metric
+		})
+	}
 }
 
 // globalIPs are the addresses a data plane configuration gives out: the

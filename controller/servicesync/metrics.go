@@ -39,9 +39,26 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, labels),
 	}
 	if reg != nil {
-		reg.MustRegister(m.exports, m.imports)
+		// The agent makes a Syncer per term of its leadership, all counting
+		// into the same series.
+		m.exports = register(reg, m.exports)
+		m.imports = register(reg, m.imports)
 	}
 	return m
+}
+
+// register registers v with reg, or returns the vector registered before
+// under the same name.
+func register(reg prometheus.Registerer, v *prometheus.GaugeVec) *prometheus.GaugeVec {
+	if err := reg.Register(v); err != nil {
+		if are, ok := err.(prometheus.AlreadyRegisteredError); ok {
+			if prev, ok := are.ExistingCollector.(*prometheus.GaugeVec); ok {
+				return prev
+			}
+		}
+		panic(err)
+	}
+	return v
 }
 
 // exported counts a write of this cluster's ServiceImport on the broker.
