@@ -210,6 +210,7 @@ func newESP(s *spec, k keys, d transport.Deliverer, log *slog.Logger) (peerTrans
 	ctx, stop := context.WithCancel(context.Background())
 	t := &ipsec{Transport: tr, ike: eng, stop: stop, done: make(chan struct{})}
 	tr.SetIKEHandler(eng.Receive)
+	tr.SetMoveHandler(eng.Follow)
 	go func() {
 		defer close(t.done)
 		eng.Run(ctx)

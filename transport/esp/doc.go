@@ -39,11 +39,13 @@
 // packets) before decryption, and entered into it only once the ICV has
 // verified. The inner packet is delivered with the peer index of its SA,
 // whatever the outer source address: the keys, not the address, say who
-// sent it, and a NAT may rebind the peer's port at any moment. Packets
-// from an address other than the peer's endpoint are counted (Moved);
-// the endpoint that packets are sent to moves only through SetEndpoint,
-// which the IKE engine calls once an authenticated IKE message arrives from
-// a new address (RFC 7296 §2.23).
+// sent it, and a NAT may rebind the peer's port at any moment. A packet
+// that opens from an address or port other than the peer's endpoint moves
+// the endpoint there, as the last valid authenticated packet does in
+// RFC 7296 §2.23 and as WireGuard roams; the move is counted (Moved) and
+// reported to the handler set with SetMoveHandler. The IKE engine moves it
+// too (SetEndpoint) once an authenticated IKE message arrives from a new
+// address.
 //
 // # Peers
 //

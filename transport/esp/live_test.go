@@ -12,6 +12,7 @@ import (
 
 	"github.com/snorkel-net/snorkel/transport"
 	"github.com/snorkel-net/snorkel/transport/esp/ike"
+	"github.com/snorkel-net/snorkel/transport/internal/transporttest"
 )
 
 // Tests here wire transports to running IKE engines on loopback, as the
@@ -48,6 +49,7 @@ func newGateway(t *testing.T, id string) *gateway {
 	}
 	g.eng = eng
 	g.tr.SetIKEHandler(eng.Receive)
+	g.tr.SetMoveHandler(eng.Follow)
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { eng.Run(ctx) })
@@ -248,14 +250,15 @@ func TestChangingTheEndpoint(t *testing.T) {
 	s.halt(t, b.rec)
 	was := a.eng.Status()[0]
 	// B is reachable at ::1 as well: as far as A can tell it moved there
-	// with its state, as after a NAT rebinding.
+	// with its state, as after a NAT rebinding. A's packets come from ::1
+	// too, so B follows A there.
 	a.set(t, 0, ike.PeerConfig{Endpoint: b.at(loop6), RemoteID: b.id, LocalTS: netA, RemoteTS: netB, Initiate: true})
 	s = startStream(t, a.tr, 0, b.rec, ip4A)
 	s.more(t, 10)
 	s.halt(t, b.rec)
 	eventually(t, "the liveness check at the new address to be answered", func() bool {
 		st := a.eng.Status()[0]
-		return st.LastError == "" && b.tr.Moved(0) >= 10
+		return st.LastError == "" && *b.tr.peer(0).endpoint.Load() == a.at(loop6)
 	})
 	sameSAs(t, "B after it moved", was, a.eng.Status()[0])
 }
@@ -376,4 +379,34 @@ func TestPeerChangesRaceEngineAndTraffic(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	s.halt(t, b.rec)
+}
+
+// TestNATRebindingIsFollowed puts A behind a NAT that B knows only by the
+// mapping's outside address. The NAT gives the mapping a new port, then a
+// new address, as one does that lost its state: each time, A's next
+// packets move B's endpoint there, B's packets reach A again, and the SAs
+// stay the same.
+func TestNATRebindingIsFollowed(t *testing.T) {
+	a, b := newGateway(t, "a.test"), newGateway(t, "b.test")
+	nat := transporttest.NewNAT(t, b.at(loop4))
+	b.set(t, 0, ike.PeerConfig{Endpoint: nat.Outside(), RemoteID: a.id, LocalTS: netB, RemoteTS: netA})
+	a.set(t, 0, ike.PeerConfig{Endpoint: nat.Inside(), RemoteID: b.id, LocalTS: netA, RemoteTS: netB, Initiate: true})
+	a.up(t, 0, b, 0)
+	was := b.eng.Status()[0]
+	for i, to := range []netip.Addr{loop4, netip.MustParseAddr("127.0.0.2")} {
+		nat.Rebind(t, to)
+		there := startStream(t, a.tr, 0, b.rec, ip4A)
+		there.more(t, 5)
+		there.halt(t, b.rec)
+		if got := *b.tr.peer(0).endpoint.Load(); got != nat.Outside() {
+			t.Fatalf("rebinding %d: B sends to %v, want the new mapping %v", i+1, got, nat.Outside())
+		}
+		back := startStream(t, b.tr, 0, a.rec, ip4B)
+		back.more(t, 5)
+		back.halt(t, a.rec)
+	}
+	if got := b.tr.Moved(0); got != 2 {
+		t.Errorf("Moved = %d, want 2, one per rebinding", got)
+	}
+	sameSAs(t, "B after the rebindings", was, b.eng.Status()[0])
 }

@@ -53,7 +53,7 @@ func (t *Transport) receive(bufs [][]byte, sizes []int, srcs []netip.AddrPort) {
 			t.promote(sa)
 		}
 		if p := sa.owner; srcs[i] != *p.endpoint.Load() {
-			p.moved.Add(1)
+			t.follow(sa.peer, p, srcs[i])
 		}
 		// Every suite's inner packet lies at or after transport.Headroom;
 		// reslicing puts it exactly there, leaving the buffer a capacity of
@@ -63,6 +63,21 @@ func (t *Transport) receive(bufs [][]byte, sizes []int, srcs []netip.AddrPort) {
 	}
 	g.Deliver(t.deliver, bufs, transport.Headroom)
 	t.rxPool.Put(g)
+}
+
+// follow moves p's endpoint to src, where a packet that opened under one
+// of its SAs came from: a NAT rebound the peer's port or address, and what
+// is sent to the old one is lost (RFC 7296 §2.23, "the last valid
+// authenticated packet"). The anti-replay window has already refused a
+// copy of an old packet, so a replay cannot move the peer back. The IKE
+// engine is told, so that its messages follow too.
+func (t *Transport) follow(peer int, p *peer, src netip.AddrPort) {
+	ep := netip.AddrPortFrom(src.Addr().Unmap(), src.Port())
+	p.endpoint.Store(&ep)
+	p.moved.Add(1)
+	if h := t.onMove.Load(); h != nil && *h != nil {
+		(*h)(peer, ep)
+	}
 }
 
 // dropsAt is the drop row of the peer whose endpoint is src, or the

@@ -18,6 +18,7 @@ var (
 	_ ike.DataPlane         = (*Transport)(nil)
 	_ ike.Sender            = (*Transport)(nil)
 	_ ike.DropCounter       = (*Transport)(nil)
+	_ ike.Mover             = (*Transport)(nil)
 )
 
 // Transport is an ESP-in-UDP tunnel to a set of peers, keyed by IKE.
@@ -32,6 +33,7 @@ type Transport struct {
 	// replaced, so the receive path reads it without a lock.
 	inbound atomic.Pointer[map[uint32]*inbound]
 	ike     atomic.Pointer[func(from netip.AddrPort, msg []byte)]
+	onMove  atomic.Pointer[func(peer int, to netip.AddrPort)]
 	now     atomic.Int64 // coarse Unix nanoseconds, see clockTick
 
 	mu       sync.Mutex        // serialises the control plane
@@ -216,7 +218,7 @@ func (t *Transport) Drops() []transport.Drop {
 // SetEndpoint moves peer to ep, where ESP, IKE and keepalives for it go
 // from now on; a port of 0 means the local port. The IKE engine calls it
 // when an authenticated IKE message arrives from a new address
-// (RFC 7296 §2.23); ESP alone never moves a peer.
+// (RFC 7296 §2.23); an authenticated ESP packet moves the peer itself.
 func (t *Transport) SetEndpoint(peer int, ep netip.AddrPort) error {
 	p := t.peer(peer)
 	if p == nil {
@@ -230,14 +232,22 @@ func (t *Transport) SetEndpoint(peer int, ep netip.AddrPort) error {
 	return nil
 }
 
-// Moved is how many packets of peer opened under its SAs although they came
-// from an address other than its endpoint: a NAT that rebound the peer's
-// port, or a peer that moved. They are delivered all the same.
+// Moved is how many times peer's endpoint moved because a packet that
+// opened under its SAs came from another address or port: a NAT that
+// rebound the peer's mapping, or a peer that moved.
 func (t *Transport) Moved(peer int) uint64 {
 	if p := t.peer(peer); p != nil {
 		return p.moved.Load()
 	}
 	return 0
+}
+
+// SetMoveHandler sets h to be called, from a receive goroutine, each time
+// an authenticated ESP packet moves a peer's endpoint, so that the IKE
+// engine sends to the new one too (ike.Engine.Follow). h must return
+// quickly.
+func (t *Transport) SetMoveHandler(h func(peer int, to netip.AddrPort)) {
+	t.onMove.Store(&h)
 }
 
 // Close closes the socket and waits for the receive goroutines and the

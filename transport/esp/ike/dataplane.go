@@ -78,3 +78,10 @@ type DataPlane interface {
 type Sender interface {
 	SendIKE(to netip.AddrPort, msg []byte) error
 }
+
+// Mover is implemented by a data plane that sends to each peer at an
+// endpoint of its own: the engine moves it when an authenticated IKE
+// message arrives from another address or port (RFC 7296 §2.23).
+type Mover interface {
+	SetEndpoint(peer int, ep netip.AddrPort) error
+}

@@ -35,6 +35,7 @@ type Engine struct {
 	dp    DataPlane
 	out   Sender
 	drops DropCounter // dp, if it counts drops; else nil
+	mover Mover       // dp, if its endpoints move; else nil
 	log   *slog.Logger
 	inbox chan inbound
 	wake  chan struct{} // Run recomputes its timers after SetPeer and RemovePeer
@@ -105,6 +106,7 @@ func NewEngine(cfg Config, dp DataPlane, out Sender, log *slog.Logger) (*Engine,
 		spis:  map[uint32]bool{},
 	}
 	e.drops, _ = dp.(DropCounter)
+	e.mover, _ = dp.(Mover)
 	for i, ps := range s.peers {
 		e.peers = append(e.peers, newPeer(i, ps))
 	}
@@ -254,11 +256,46 @@ func (e *Engine) receive(from netip.AddrPort, b []byte) DropReason {
 		return DropMalformed
 	}
 	sa.lastRecv = e.now
-	sa.remote = from
+	if from != sa.remote {
+		e.follow(sa.p, from)
+	}
 	if m.isResponse() {
 		return e.response(sa, m)
 	}
 	return e.request(sa, from, m)
+}
+
+// follow sends everything for p to to from now on: an authenticated
+// message came from there, so a NAT rebound the peer's mapping
+// (RFC 7296 §2.23). The data plane's endpoint moves with it.
+func (e *Engine) follow(p *peer, to netip.AddrPort) {
+	e.sendTo(p, to)
+	if e.mover != nil {
+		if err := e.mover.SetEndpoint(p.idx, to); err != nil {
+			e.log.Debug("ike: move the data plane's endpoint", "peer", p.name, "to", to, "err", err)
+		}
+	}
+}
+
+// Follow sends IKE messages for peer to to from now on, because the data
+// plane saw an authenticated ESP packet from there (RFC 7296 §2.23). It
+// may be called from any goroutine; a peer that is not configured is
+// ignored.
+func (e *Engine) Follow(peer int, to netip.AddrPort) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if peer >= 0 && peer < len(e.peers) && e.peers[peer] != nil {
+		e.sendTo(e.peers[peer], to)
+	}
+}
+
+// sendTo makes to the address of every IKE SA of p.
+func (e *Engine) sendTo(p *peer, to netip.AddrPort) {
+	for _, sa := range e.sas {
+		if sa.p == p {
+			sa.remote = to
+		}
+	}
 }
 
 // localSPIOf is the SPI this side chose for the IKE SA of the message b,

@@ -154,11 +154,7 @@ func (e *Engine) forget(p *peer) {
 // moved sends the SAs of p to its new endpoint and checks at once that the
 // peer is alive there, unless a request already does.
 func (e *Engine) moved(p *peer) {
-	for _, sa := range e.sas {
-		if sa.p == p {
-			sa.remote = p.cfg.endpoint
-		}
-	}
+	e.sendTo(p, p.cfg.endpoint)
 	if sa := p.ike; sa != nil && sa.req == nil && len(sa.queue) == 0 {
 		e.enqueue(sa, e.dpd)
 	}

@@ -1,5 +1,6 @@
 // Package transporttest holds what the transports' tests share: measuring
-// a hot path's allocations and comparing drop counters.
+// a hot path's allocations, comparing drop counters, and a loopback NAT
+// whose mapping a test rebinds.
 package transporttest
 
 import (
