@@ -43,6 +43,14 @@ type Peer struct {
 	// MAC is the peer's inner Ethernet address. Empty means the address
 	// learned from the peer's frames, and broadcast until one arrives.
 	MAC net.HardwareAddr
+	// FollowPort sends to the source port of the peer's latest valid
+	// frame instead of Endpoint's port: for a peer behind a NAT, whose
+	// mapping gets a new port when the NAT rebinds it. It must stay off for
+	// a kernel vxlan device, which sends from a port per flow. An address
+	// change cannot be followed: VXLAN has no keys to prove the sender, and
+	// peers are found by address, so the control plane moves the peer with
+	// SetPeer.
+	FollowPort bool
 }
 
 // settings is a validated Config with defaults applied.
@@ -54,9 +62,10 @@ type settings struct {
 }
 
 type peerSettings struct {
-	endpoint  netip.AddrPort
-	mac       mac
-	staticMAC bool
+	endpoint   netip.AddrPort
+	mac        mac
+	staticMAC  bool
+	followPort bool
 }
 
 func (c Config) validate() (settings, error) {
@@ -108,7 +117,7 @@ func (p Peer) settings(i int, port uint16) (peerSettings, error) {
 	if ep.Port() == 0 {
 		ep = netip.AddrPortFrom(ep.Addr(), port)
 	}
-	ps := peerSettings{endpoint: ep}
+	ps := peerSettings{endpoint: ep, followPort: p.FollowPort}
 	if len(p.MAC) != 0 {
 		m, err := parseMAC(fmt.Sprintf("Peers[%d].MAC", i), p.MAC)
 		if err != nil {

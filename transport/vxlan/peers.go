@@ -14,9 +14,28 @@ const maxPeers = 1 << 16
 
 type peer struct {
 	peerSettings
+	// port is the source port of the peer's latest valid frame when
+	// followPort is set, 0 until one arrives; a SetPeer starts it anew, so
+	// that the configured endpoint wins over what was learned.
+	port atomic.Uint32
 	// state outlives a SetPeer that only moves the peer: it stays with
 	// the peer number until RemovePeer.
 	state *peerState
+}
+
+// to is where frames for p go.
+func (p *peer) to() netip.AddrPort {
+	if port := p.port.Load(); port != 0 {
+		return netip.AddrPortFrom(p.endpoint.Addr(), uint16(port))
+	}
+	return p.endpoint
+}
+
+// follow records the source port of a valid frame from p, if p follows it.
+func (p *peer) follow(src netip.AddrPort) {
+	if p.followPort && p.port.Load() != uint32(src.Port()) {
+		p.port.Store(uint32(src.Port()))
+	}
 }
 
 type peerState struct {

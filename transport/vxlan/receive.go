@@ -43,10 +43,12 @@ func (t *Transport) receive(bufs [][]byte, sizes []int, srcs []netip.AddrPort) {
 			continue
 		case frameARP:
 			p.learn(d.src)
+			p.follow(srcs[i])
 			t.replyARP(s, p, frame)
 			continue
 		}
 		p.learn(d.src)
+		p.follow(srcs[i])
 		bufs[i] = b[:transport.Headroom+d.ipLen]
 		s.group.Add(i, n)
 	}
@@ -57,7 +59,7 @@ func (t *Transport) receive(bufs [][]byte, sizes []int, srcs []netip.AddrPort) {
 
 // replyARP answers an ARP request from p in place; the reply goes to the
 // peer's configured endpoint, which is where a kernel vxlan device listens,
-// not to the source port the request came from.
+// not to the source port the request came from, unless p follows its port.
 func (t *Transport) replyARP(s *rxScratch, p *peer, frame []byte) {
 	reply, r := answerARP(frame, t.cfg.vni, t.cfg.mac)
 	if r != accepted {
@@ -65,7 +67,7 @@ func (t *Transport) replyARP(s *rxScratch, p *peer, frame []byte) {
 		return
 	}
 	s.one[0] = reply
-	if err := t.conn.Send(s.one[:], p.endpoint); err != nil {
+	if err := t.conn.Send(s.one[:], p.to()); err != nil {
 		p.state.drops.add(dropARPReplyFailed)
 	}
 	s.one[0] = nil

@@ -150,7 +150,7 @@ func (t *Transport) Send(peer int, bufs [][]byte, offset int) error {
 		}
 		out = append(out, f)
 	}
-	err := t.conn.Send(out, p.endpoint)
+	err := t.conn.Send(out, p.to())
 	clear(out)
 	*sp = out[:0]
 	t.txPool.Put(sp)

@@ -412,3 +412,61 @@ func TestTwoTransportsExchangeBatches(t *testing.T) {
 		t.Fatalf("drops: %v", d)
 	}
 }
+
+// TestFollowPortFollowsANATRebinding puts A behind a NAT that B knows by
+// the mapping's outside address. When the NAT gives the mapping a new
+// port, A's next frame moves B's frames for A there, if B follows A's
+// port; a new address is a stranger's until the control plane says so.
+func TestFollowPortFollowsANATRebinding(t *testing.T) {
+	for _, follow := range []bool{true, false} {
+		t.Run(map[bool]string{true: "follow", false: "configured port"}[follow], func(t *testing.T) {
+			ports := freePorts(t, 2)
+			recA, recB := newRecorder(t), newRecorder(t)
+			nat := transporttest.NewNAT(t, local(ports[1]))
+			a, err := New(Config{Port: ports[0], Name: "a", Peers: []Peer{{Endpoint: nat.Inside()}}}, recA)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Close()
+			b, err := New(Config{Port: ports[1], Name: "b", Peers: []Peer{{Endpoint: nat.Outside(), FollowPort: follow}}}, recB)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			pkt := ipv4(ip4A, ip4B, 17, pattern(100, 1))
+			send := func(tr *Transport, rec *recorder) {
+				t.Helper()
+				if err := tr.Send(0, [][]byte{withHeadroom(pkt)}, transport.Headroom); err != nil {
+					t.Fatal(err)
+				}
+				rec.wait(t, 1)
+				rec.mu.Lock()
+				rec.pkts, rec.peers = nil, nil
+				rec.mu.Unlock()
+			}
+			configured := nat.Outside()
+			send(a, recB)
+			send(b, recA)
+
+			nat.Rebind(t, configured.Addr())
+			send(a, recB)
+			want := configured
+			if follow {
+				want = nat.Outside()
+				send(b, recA)
+			}
+			if got := b.peers.Load().get(0).to(); got != want {
+				t.Fatalf("B sends to %v, want %v", got, want)
+			}
+
+			nat.Rebind(t, netip.MustParseAddr("127.0.0.2"))
+			if err := a.Send(0, [][]byte{withHeadroom(pkt)}, transport.Headroom); err != nil {
+				t.Fatal(err)
+			}
+			transporttest.WaitForDrops(t, b, 1, settle)
+			if got := b.peers.Load().get(0).to(); got != want {
+				t.Fatalf("after a frame from a new address B sends to %v, want still %v", got, want)
+			}
+		})
+	}
+}
