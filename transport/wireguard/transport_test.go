@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/snorkel-net/snorkel/transport"
+	"github.com/snorkel-net/snorkel/transport/internal/transporttest"
 )
 
 var (
@@ -362,5 +363,41 @@ func TestNewRefusesBadConfig(t *testing.T) {
 			}
 			t.Log(err)
 		})
+	}
+}
+
+// TestPersistentKeepaliveFollowsAReboundNATMapping puts A behind a NAT.
+// When the NAT gives A's mapping a new port, then a new address, A's
+// persistent keepalive alone, with no data to send, moves B's endpoint for
+// A there (WireGuard roams to the source of the latest authenticated
+// packet), and B's packets reach A again.
+func TestPersistentKeepaliveFollowsAReboundNATMapping(t *testing.T) {
+	var nat *transporttest.NAT
+	p := newPair(t, func(c *Config) {
+		nat = transporttest.NewNAT(t, c.Peers[0].Endpoint)
+		c.Peers[0].Endpoint = nat.Inside()
+		c.Peers[0].PersistentKeepalive = 1
+	}, nil)
+	sent := len(sendPackets(t, p.a, hostA, hostB, 4, 200, 1))
+	p.cb.waitFor(t, sent)
+	back := 0
+	for i, to := range []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")} {
+		nat.Rebind(t, to)
+		deadline := time.Now().Add(settle)
+		for {
+			st, err := p.b.Peers()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st[0].Endpoint == nat.Outside() {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("rebinding %d: B still sends to %v, not the new mapping %v", i+1, st[0].Endpoint, nat.Outside())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		back += len(sendPackets(t, p.b, hostB, hostA, 4, 200, uint32(100*i)))
+		p.ca.waitFor(t, back)
 	}
 }
