@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/snorkel-net/snorkel/transport"
 	"github.com/snorkel-net/snorkel/transport/wireguard"
@@ -19,7 +20,15 @@ const (
 	DefaultVNI         = 1000
 	DefaultUnderlayMTU = 1500
 	DefaultTUNName     = "snorkel0"
+	// DefaultKeepalive is WireGuard's advice for persistent keepalives
+	// behind a NAT, and within RFC 3948's 20 s for NAT-T keepalives of
+	// most NATs' 30 s or more for an idle UDP mapping.
+	DefaultKeepalive = 25 * time.Second
 )
+
+// maxKeepalive is the longest interval WireGuard's persistent keepalive
+// takes (65535 seconds).
+const maxKeepalive = 65535 * time.Second
 
 // Config describes one gateway: its own cluster, how it tunnels, and the
 // remote clusters it connects to. It is what `snorkel gateway --config FILE`
@@ -74,10 +83,15 @@ type TransportConfig struct {
 	// Port is the local UDP port (default 4500).
 	Port int `json:"port,omitempty"`
 	// BindAddress restricts the UDP socket to one local address.
-	BindAddress string            `json:"bindAddress,omitempty"`
-	WireGuard   *WireGuardConfig  `json:"wireguard,omitempty"`
-	VXLAN       *VXLANLocalConfig `json:"vxlan,omitempty"`
-	ESP         *ESPConfig        `json:"esp,omitempty"`
+	BindAddress string `json:"bindAddress,omitempty"`
+	// Keepalive is how often a keepalive holds a NAT's mapping open while
+	// the tunnel is idle, as a Go duration: WireGuard's persistent
+	// keepalive to each remote marked nat, the ESP NAT-T keepalive
+	// (RFC 3948 §2.3) to every remote. Default 25s, from 1s to 18h.
+	Keepalive string            `json:"keepalive,omitempty"`
+	WireGuard *WireGuardConfig  `json:"wireguard,omitempty"`
+	VXLAN     *VXLANLocalConfig `json:"vxlan,omitempty"`
+	ESP       *ESPConfig        `json:"esp,omitempty"`
 }
 
 // WireGuardConfig is the local WireGuard identity.
@@ -114,10 +128,16 @@ type Remote struct {
 	// HealthCheckIP is the remote gateway's health-check address (its
 	// tun.address; in Kubernetes its Endpoint's healthCheckIP). When set,
 	// the gateway probes it, and answers probes from it.
-	HealthCheckIP string                 `json:"healthCheckIP,omitempty"`
-	WireGuard     *WireGuardRemoteConfig `json:"wireguard,omitempty"`
-	VXLAN         *VXLANRemoteConfig     `json:"vxlan,omitempty"`
-	ESP           *ESPRemoteConfig       `json:"esp,omitempty"`
+	HealthCheckIP string `json:"healthCheckIP,omitempty"`
+	// NAT says the remote is reached across a NAT, its own or this
+	// gateway's: WireGuard sends it persistent keepalives, and VXLAN
+	// sends to the port its frames come from, which a NAT may change.
+	// WireGuard and ESP follow the remote's address and port whatever
+	// this says, as their packets prove who sent them.
+	NAT       bool                   `json:"nat,omitempty"`
+	WireGuard *WireGuardRemoteConfig `json:"wireguard,omitempty"`
+	VXLAN     *VXLANRemoteConfig     `json:"vxlan,omitempty"`
+	ESP       *ESPRemoteConfig       `json:"esp,omitempty"`
 }
 
 // WireGuardRemoteConfig is a remote gateway's WireGuard identity.
@@ -274,6 +294,13 @@ func (c *Config) parse(errs *errList) *Spec {
 		errs.add("transport.port", "%d is not a UDP port; use 1 to 65535 (default 4500)", c.Transport.Port)
 	}
 	s.Transport.Port = uint16(c.Transport.Port)
+	if c.Transport.Keepalive != "" {
+		d, err := time.ParseDuration(c.Transport.Keepalive)
+		if err != nil {
+			errs.add("transport.keepalive", "%q is not a duration; write it like 25s", c.Transport.Keepalive)
+		}
+		s.Transport.Keepalive = d
+	}
 	switch c.Transport.Type {
 	case transport.WireGuard:
 		if w := c.Transport.WireGuard; w != nil {
@@ -304,6 +331,7 @@ func (c *Config) parse(errs *errList) *Spec {
 			errs.add(f+".endpoint", "%q is not IP or IP:port; write it like 198.18.0.2:4500", r.Endpoint)
 		}
 		rs.Endpoint = ep
+		rs.NAT = r.NAT
 		if r.HealthCheckIP != "" {
 			a, err := netip.ParseAddr(r.HealthCheckIP)
 			if err != nil || a.Zone() != "" {

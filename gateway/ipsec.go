@@ -194,7 +194,7 @@ var _ transport.DropCounter = (*ipsec)(nil)
 
 func newESP(s *spec, k keys, d transport.Deliverer, log *slog.Logger) (peerTransport, error) {
 	cfg := s.ikeConfig(k.espPSK)
-	ec := esp.Config{Port: s.port}
+	ec := esp.Config{Port: s.port, KeepaliveInterval: s.Transport.Keepalive}
 	for _, r := range s.remotes {
 		ec.Peers = append(ec.Peers, esp.Peer{Endpoint: r.endpoint})
 	}

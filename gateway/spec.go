@@ -53,8 +53,11 @@ type TUNSpec struct {
 // TransportSpec is the tunnel: Kind is one of transport.Kinds, and the
 // section of that kind is set.
 type TransportSpec struct {
-	Kind      string
-	Port      uint16
+	Kind string
+	Port uint16
+	// Keepalive is the interval of the keepalives that hold NAT mappings
+	// open; see TransportConfig.Keepalive.
+	Keepalive time.Duration
 	WireGuard *WireGuardSpec
 	VXLAN     *VXLANSpec
 	ESP       *ESPSpec
@@ -95,6 +98,7 @@ type RemoteSpec struct {
 	GlobalCIDR    netip.Prefix
 	Endpoint      netip.AddrPort
 	HealthCheckIP netip.Addr // invalid when the remote is not probed
+	NAT           bool       // reached across a NAT; see Remote.NAT
 	WireGuard     *WireGuardRemoteSpec
 	VXLAN         *VXLANRemoteSpec
 	ESP           *ESPRemoteSpec
@@ -151,6 +155,9 @@ func (s *Spec) applyDefaults() {
 	}
 	if s.Transport.Port == 0 {
 		s.Transport.Port = DefaultPort
+	}
+	if s.Transport.Keepalive == 0 {
+		s.Transport.Keepalive = DefaultKeepalive
 	}
 	switch s.Transport.Kind {
 	case transport.VXLAN:
@@ -222,6 +229,9 @@ func (s *Spec) deriveInto(errs *errList) *spec {
 	}
 
 	t := &s.Transport
+	if t.Keepalive < time.Second || t.Keepalive > maxKeepalive {
+		errs.add("transport.keepalive", "%s is out of range; use 1s to 18h (default 25s, as NATs forget idle UDP mappings after 30s or more)", t.Keepalive)
+	}
 	switch t.Kind {
 	case transport.WireGuard:
 		if t.WireGuard == nil || t.WireGuard.PrivateKeyFile == "" {
@@ -312,7 +322,7 @@ func (s *Spec) Config() Config {
 	c := Config{
 		Cluster:        Cluster{ID: s.Cluster.ID, PodCIDRs: cidrStrings(s.Cluster.PodCIDRs), ServiceCIDRs: cidrStrings(s.Cluster.ServiceCIDRs)},
 		TUN:            TUN{Name: s.TUN.Name, MTU: s.TUN.MTU},
-		Transport:      TransportConfig{Type: s.Transport.Kind, Port: int(s.Transport.Port)},
+		Transport:      TransportConfig{Type: s.Transport.Kind, Port: int(s.Transport.Port), Keepalive: durationString(s.Transport.Keepalive)},
 		UnderlayMTU:    s.UnderlayMTU,
 		MetricsAddress: s.MetricsAddress,
 	}
@@ -343,7 +353,7 @@ func (s *Spec) Config() Config {
 		c.Globalnet.SetAllocations(g.Rules)
 	}
 	for _, r := range s.Remotes {
-		rc := Remote{ID: r.ID, PodCIDRs: cidrStrings(r.PodCIDRs), ServiceCIDRs: cidrStrings(r.ServiceCIDRs), Endpoint: endpointString(r.Endpoint)}
+		rc := Remote{ID: r.ID, PodCIDRs: cidrStrings(r.PodCIDRs), ServiceCIDRs: cidrStrings(r.ServiceCIDRs), Endpoint: endpointString(r.Endpoint), NAT: r.NAT}
 		if r.GlobalCIDR.IsValid() {
 			rc.GlobalCIDR = r.GlobalCIDR.String()
 		}

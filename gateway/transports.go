@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/snorkel-net/snorkel/transport"
 	"github.com/snorkel-net/snorkel/transport/vxlan"
@@ -78,12 +79,16 @@ func newWireGuard(s *spec, k keys, d transport.Deliverer, log *slog.Logger) (pee
 
 // wgPeer is remote i as a WireGuard peer.
 func (s *spec) wgPeer(i int, k keys) wireguard.Peer {
-	return wireguard.Peer{
+	p := wireguard.Peer{
 		PublicKey:    s.Remotes[i].WireGuard.PublicKey,
 		Endpoint:     s.remotes[i].endpoint,
 		AllowedIPs:   s.allowedIPs(i),
 		PresharedKey: k.wgPSK[i],
 	}
+	if s.Remotes[i].NAT {
+		p.PersistentKeepalive = int(s.Transport.Keepalive / time.Second)
+	}
+	return p
 }
 
 func (t wgTransport) setPeer(s *spec, i, slot int, k keys) error {
@@ -120,7 +125,7 @@ func newVXLAN(s *spec, d transport.Deliverer) (peerTransport, error) {
 
 // vxlanPeer is remote i as a VXLAN peer.
 func (s *spec) vxlanPeer(i int) vxlan.Peer {
-	p := vxlan.Peer{Endpoint: s.remotes[i].endpoint}
+	p := vxlan.Peer{Endpoint: s.remotes[i].endpoint, FollowPort: s.Remotes[i].NAT}
 	if r := s.Remotes[i].VXLAN; r != nil {
 		p.MAC = r.MAC
 	}
