@@ -473,7 +473,7 @@ func testRemotes(t *testing.T, e *env) {
 		}
 	}
 	check(c1, "c1", gateway.Remote{ID: "c2", PodCIDRs: []string{"10.9.0.0/16"}, ServiceCIDRs: []string{"10.99.0.0/16"},
-		Endpoint: "198.51.100.21:4500", WireGuard: &gateway.WireGuardRemoteConfig{PublicKey: c2.key}})
+		Endpoint: "198.51.100.21:4500", NAT: true, WireGuard: &gateway.WireGuardRemoteConfig{PublicKey: c2.key}})
 	check(c2, "c2", gateway.Remote{ID: "c1", PodCIDRs: []string{"10.8.0.0/16"}, ServiceCIDRs: []string{"10.88.0.0/16"},
 		Endpoint: c1.cfg.PrivateIP + ":4500", WireGuard: &gateway.WireGuardRemoteConfig{PublicKey: c1.key}})
 

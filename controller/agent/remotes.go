@@ -125,7 +125,9 @@ func makePeer(l local, e *submv1.Endpoint, c *submv1.Cluster) peer {
 		}
 		port = int(v)
 	}
-	r := &gateway.RemoteSpec{ID: id, Endpoint: netip.AddrPortFrom(addr, uint16(port)), HealthCheckIP: l.probeAddress(e.Spec.HealthCheckIP)}
+	// A remote reached at its public address is across a NAT: the
+	// gateway keeps the mapping open and follows its rebindings.
+	r := &gateway.RemoteSpec{ID: id, Endpoint: netip.AddrPortFrom(addr, uint16(port)), HealthCheckIP: l.probeAddress(e.Spec.HealthCheckIP), NAT: nat}
 
 	var pods, services []string
 	globalCIDR := ""

@@ -80,7 +80,7 @@ func TestPlanBuildsRemotesFromTheBroker(t *testing.T) {
 				s.PublicIP, s.NATEnabled, s.BackendConfig[BackendConfigUDPPort] = "198.51.100.9", true, "4600"
 			})},
 			want: &gateway.Remote{ID: "c2", PodCIDRs: []string{"10.9.0.0/16", "10.99.0.0/16"},
-				Endpoint: "198.51.100.9:4600", WireGuard: &gateway.WireGuardRemoteConfig{PublicKey: keyB}},
+				Endpoint: "198.51.100.9:4600", NAT: true, WireGuard: &gateway.WireGuardRemoteConfig{PublicKey: keyB}},
 			usingNAT: true,
 		},
 		{
