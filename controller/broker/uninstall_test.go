@@ -279,6 +279,14 @@ func TestUninstallAndRecover(t *testing.T) {
 	if _, err := kc1.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// The API server makes its own Service a moment after it serves: the
+	// snapshot must not mistake it for something the join made.
+	eventually(t, "c1's API server has made default/kubernetes", func() string {
+		if _, err := kc1.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{}); err != nil {
+			return err.Error()
+		}
+		return ""
+	})
 	before := allObjects(t, c1)
 
 	if _, err := deployCLI(DeployBrokerCommand{Kubeconfig: bs.Kubeconfig, Context: bs.Name, Broker: BrokerOptions{Globalnet: true}, Out: infoPath}); err != nil {
