@@ -1,0 +1,107 @@
+package gather
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/snorkel-net/snorkel/controller/api"
+	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
+)
+
+// A step gathers one type of one module into the cluster's directory and
+// notes what it found on s. A module without a type (the broker has no
+// pods) has no step for it.
+type step func(context.Context, *cluster, *section)
+
+var steps = map[string]map[string]step{
+	Connectivity: {
+		Logs:      func(ctx context.Context, c *cluster, s *section) { c.logs(ctx, s, agentComponent) },
+		Resources: connectivityResources,
+		Status:    func(ctx context.Context, c *cluster, s *section) { c.listeners(ctx, s, agentComponent) },
+	},
+	ServiceDiscovery: {
+		Logs:      func(ctx context.Context, c *cluster, s *section) { c.logs(ctx, s, dnsdComponent) },
+		Resources: discoveryResources,
+		Status:    func(ctx context.Context, c *cluster, s *section) { c.listeners(ctx, s, dnsdComponent) },
+	},
+	Broker:   {Resources: brokerResources},
+	Operator: {Resources: operatorResources},
+}
+
+func connectivityResources(ctx context.Context, c *cluster, s *section) {
+	for _, r := range []struct {
+		gvr schema.GroupVersionResource
+		ns  string
+	}{
+		{submv1.GatewayResource, c.ns},
+		{submv1.EndpointResource, c.ns},
+		{submv1.ClusterResource, c.ns},
+		{submv1.ClusterGlobalEgressIPResource, ""},
+		{submv1.GlobalEgressIPResource, ""},
+		{submv1.GlobalIngressIPResource, ""},
+	} {
+		c.objects(ctx, s, c.dyn, r.gvr, r.ns, metav1.ListOptions{})
+	}
+}
+
+func discoveryResources(ctx context.Context, c *cluster, s *section) {
+	c.objects(ctx, s, c.dyn, serviceExports, "", metav1.ListOptions{})
+	c.objects(ctx, s, c.dyn, serviceImports, "", metav1.ListOptions{})
+	c.objects(ctx, s, c.dyn, endpointSlices, "", lighthouseSlices)
+	// The cluster's CoreDNS forwards clusterset.local to dnsd.
+	c.objects(ctx, s, c.dyn, configMaps, metav1.NamespaceSystem, byName("coredns"))
+}
+
+func operatorResources(ctx context.Context, c *cluster, s *section) {
+	for _, gvr := range []schema.GroupVersionResource{daemonSets, deployments, pods, secrets, configMaps} {
+		c.objects(ctx, s, c.dyn, gvr, c.ns, metav1.ListOptions{})
+	}
+}
+
+// brokerResources gathers what the broker holds for the clusterset: from
+// a broker this cluster hosts, and from the one it joined, read with the
+// agent's token as the agent reads it.
+func brokerResources(ctx context.Context, c *cluster, s *section) {
+	hosted, err := c.kc.CoreV1().ConfigMaps(metav1.NamespaceAll).List(ctx, byName(api.GlobalnetConfigMapName))
+	if err != nil {
+		s.warn("Cannot look for the brokers this cluster hosts (ConfigMaps named %s): %v", api.GlobalnetConfigMapName, err)
+		hosted = &corev1.ConfigMapList{}
+	}
+	for _, cm := range hosted.Items {
+		s.success("Found a broker in namespace %q of this cluster", cm.Namespace)
+		c.brokerObjects(ctx, s, c.dyn, cm.Namespace)
+		c.objects(ctx, s, c.dyn, configMaps, cm.Namespace, byName(api.GlobalnetConfigMapName))
+	}
+	if c.agent == nil {
+		if len(hosted.Items) == 0 {
+			s.warn("This cluster hosts no broker and has joined none")
+		}
+		return
+	}
+	cfg := c.agent.BrokerConfig()
+	cfg.Timeout = requestTimeout
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		s.fail("The broker at %s: %v", c.agent.BrokerURL, err)
+		return
+	}
+	s.success("Reading the broker at %s that cluster %q joined", c.red.text(c.agent.BrokerURL), c.agent.ClusterID)
+	c.brokerObjects(ctx, s, dyn, c.agent.BrokerNamespace)
+}
+
+// brokerObjects are what a member may read in a broker namespace, the
+// Role join gives it.
+func (c *cluster) brokerObjects(ctx context.Context, s *section, dyn dynamic.Interface, ns string) {
+	for _, gvr := range []schema.GroupVersionResource{submv1.EndpointResource, submv1.ClusterResource, endpointSlices, serviceImports} {
+		c.objects(ctx, s, dyn, gvr, ns, metav1.ListOptions{})
+	}
+}
+
+func byName(name string) metav1.ListOptions {
+	return metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()}
+}
