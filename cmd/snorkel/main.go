@@ -38,6 +38,7 @@ var commands = map[string]command{
 
 	"uninstall":           {run: uninstallMain, usage: uninstallUsage},
 	"recover-broker-info": {run: toStdout(runRecoverBrokerInfo), usage: recoverBrokerInfoUsage},
+	"gather":              {run: toStdout(runGather), usage: gatherUsage},
 
 	"benchmark": {run: runBenchmark, usage: "data path against baselines, and dnsd against CoreDNS: snorkel benchmark throughput|latency|all [--transport …] [--globalnet] [--baseline …] [--reps 3] [--out DIR] [--kubecontexts C1,C2] | dns | report DIR"},
 
