@@ -90,7 +90,7 @@ func brokerResources(ctx context.Context, c *cluster, s *section) {
 		s.fail("The broker at %s: %v", c.agent.BrokerURL, err)
 		return
 	}
-	s.success("Reading the broker at %s that cluster %q joined", c.red.text(c.agent.BrokerURL), c.agent.ClusterID)
+	s.success("Reading the broker at %s that cluster %q joined", c.agent.BrokerURL, c.agent.ClusterID)
 	c.brokerObjects(ctx, s, dyn, c.agent.BrokerNamespace)
 }
 
