@@ -1,0 +1,138 @@
+package diagnose
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/snorkel-net/snorkel/controller/api"
+	"github.com/snorkel-net/snorkel/controller/broker"
+	"github.com/snorkel-net/snorkel/deploy"
+)
+
+var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// rejoin is the fix for whatever `snorkel join` installs.
+const rejoin = "run `snorkel join` for this cluster again, which reinstalls it"
+
+func checkDeployment(ctx context.Context, c *cluster, r *result) {
+	checkAgentSecret(ctx, c, r)
+	checkCRDs(ctx, c, r)
+	checkGatewayNodes(ctx, c, r)
+	checkAgentDaemonSet(ctx, c, r)
+	checkDNSDeployment(ctx, c, r)
+}
+
+// checkAgentSecret finds the keys of the agent Secret that the agent or
+// dnsd read and that are missing.
+func checkAgentSecret(ctx context.Context, c *cluster, r *result) {
+	s, err := c.kc.CoreV1().Secrets(c.ns).Get(ctx, api.AgentSecretName, metav1.GetOptions{})
+	if err != nil {
+		r.fail("Cannot read the agent Secret %s/%s: %v: %s", c.ns, api.AgentSecretName, err, rejoin)
+		return
+	}
+	var missing []string
+	for _, k := range slices.Sorted(maps.Keys(c.agent.SecretData())) {
+		if _, ok := s.Data[k]; !ok {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) > 0 {
+		r.fail("The agent Secret %s/%s lacks the keys %s: %s", c.ns, api.AgentSecretName, strings.Join(missing, ", "), rejoin)
+		return
+	}
+	r.ok("The agent Secret %s/%s holds the configuration of cluster %q", c.ns, api.AgentSecretName, c.agent.ClusterID)
+}
+
+func checkCRDs(ctx context.Context, c *cluster, r *result) {
+	crds, err := deploy.CRDs()
+	if err != nil {
+		r.fail("Cannot read Snorkel's CRDs: %v", err)
+		return
+	}
+	var missing []string
+	for _, u := range crds {
+		_, err := c.dyn.Resource(crdResource).Get(ctx, u.GetName(), metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			missing = append(missing, u.GetName())
+		case err != nil:
+			r.fail("Cannot read the CRD %s: %v", u.GetName(), err)
+			return
+		}
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		r.fail("The CRDs %s are missing: %s", strings.Join(missing, ", "), rejoin)
+		return
+	}
+	r.ok("All %d CRDs are installed", len(crds))
+}
+
+func checkGatewayNodes(ctx context.Context, c *cluster, r *result) {
+	nodes, err := c.kc.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: broker.GatewayLabel + "=true"})
+	if err != nil {
+		r.fail("Cannot list the gateway nodes: %v", err)
+		return
+	}
+	if len(nodes.Items) == 0 {
+		r.fail("No node is labelled as a gateway: label one with `kubectl label node NODE %s=true`", broker.GatewayLabel)
+		return
+	}
+	names := make([]string, len(nodes.Items))
+	for i := range nodes.Items {
+		names[i] = nodes.Items[i].Name
+	}
+	r.ok("Gateway nodes (%s=true): %s", broker.GatewayLabel, strings.Join(names, ", "))
+}
+
+func checkAgentDaemonSet(ctx context.Context, c *cluster, r *result) {
+	ds, err := c.kc.AppsV1().DaemonSets(c.ns).Get(ctx, broker.AgentDaemonSet, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		r.fail("The agent DaemonSet %s/%s is missing: %s", c.ns, broker.AgentDaemonSet, rejoin)
+		return
+	}
+	if err != nil {
+		r.fail("Cannot read the agent DaemonSet %s/%s: %v", c.ns, broker.AgentDaemonSet, err)
+		return
+	}
+	desired, ready := ds.Status.DesiredNumberScheduled, ds.Status.NumberReady
+	switch {
+	case desired == 0:
+		r.fail("The agent DaemonSet %s/%s runs on no node: label a gateway node with `kubectl label node NODE %s=true`, and check that its taints are tolerated",
+			c.ns, broker.AgentDaemonSet, broker.GatewayLabel)
+	case ready < desired:
+		r.fail("The agent DaemonSet %s/%s has %d of %d pods ready: see `kubectl -n %s describe pods -l %s` and their logs",
+			c.ns, broker.AgentDaemonSet, ready, desired, c.ns, metav1.FormatLabelSelector(ds.Spec.Selector))
+	default:
+		r.ok("The agent DaemonSet %s/%s has all %d pods ready", c.ns, broker.AgentDaemonSet, desired)
+	}
+}
+
+func checkDNSDeployment(ctx context.Context, c *cluster, r *result) {
+	d, err := c.kc.AppsV1().Deployments(c.ns).Get(ctx, broker.DNSDeployment, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		r.fail("The dnsd Deployment %s/%s is missing: %s", c.ns, broker.DNSDeployment, rejoin)
+		return
+	}
+	if err != nil {
+		r.fail("Cannot read the dnsd Deployment %s/%s: %v", c.ns, broker.DNSDeployment, err)
+		return
+	}
+	desired := int32(1)
+	if d.Spec.Replicas != nil {
+		desired = *d.Spec.Replicas
+	}
+	ready := d.Status.ReadyReplicas
+	if ready < desired {
+		r.fail("The dnsd Deployment %s/%s has %d of %d replicas ready: see `kubectl -n %s describe deployment %s` and its pods' logs",
+			c.ns, broker.DNSDeployment, ready, desired, c.ns, broker.DNSDeployment)
+		return
+	}
+	r.ok("The dnsd Deployment %s/%s has all %d replicas ready", c.ns, broker.DNSDeployment, desired)
+}

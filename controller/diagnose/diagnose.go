@@ -1,0 +1,214 @@
+package diagnose
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	mcsclient "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
+
+	"github.com/snorkel-net/snorkel/controller/api"
+	"github.com/snorkel-net/snorkel/controller/show"
+)
+
+// Check is one of `snorkel diagnose`'s checks, named as subctl's.
+type Check string
+
+// The checks. All is every other one, in subctl's order.
+const (
+	K8sVersion       Check = "k8s-version"
+	Deployment       Check = "deployment"
+	CNI              Check = "cni"
+	Connections      Check = "connections"
+	KubeProxyMode    Check = "kube-proxy-mode"
+	Firewall         Check = "firewall"
+	Globalnet        Check = "globalnet"
+	ServiceDiscovery Check = "service-discovery"
+	All              Check = "all"
+)
+
+// allOrder is the order `diagnose all` runs the checks in, subctl's.
+var allOrder = []Check{K8sVersion, Deployment, CNI, Connections, KubeProxyMode, Firewall, Globalnet, ServiceDiscovery}
+
+// checkDef is how one check is titled and run.
+type checkDef struct {
+	// title is the status line, subctl's words.
+	title string
+	// needsAgent: the check reads what only a joined cluster has.
+	needsAgent bool
+	run        func(context.Context, *cluster, *result)
+}
+
+var checks = map[Check]checkDef{
+	K8sVersion:       {"Checking Snorkel support for the Kubernetes version", false, checkK8sVersion},
+	Deployment:       {"Checking the Snorkel deployment", true, checkDeployment},
+	CNI:              {"Checking Snorkel support for the CNI network plugin", true, checkCNI},
+	Connections:      {"Checking gateway connections", true, checkConnections},
+	KubeProxyMode:    {"Checking Snorkel support for the kube-proxy mode", true, checkKubeProxyMode},
+	Firewall:         {"Checking the firewall between the gateways", true, checkFirewall},
+	Globalnet:        {"Checking the Globalnet configuration", true, checkGlobalnet},
+	ServiceDiscovery: {"Checking service discovery", true, checkServiceDiscovery},
+}
+
+// ParseCheck reads a check's name.
+func ParseCheck(s string) (Check, error) {
+	c := Check(s)
+	if _, ok := checks[c]; ok || c == All {
+		return c, nil
+	}
+	return "", fmt.Errorf("unknown check %q; choose one of %s", s, CheckNames())
+}
+
+// CheckNames lists the checks' names, all first.
+func CheckNames() string {
+	names := []string{string(All)}
+	for _, c := range allOrder {
+		names = append(names, string(c))
+	}
+	return strings.Join(names, ", ")
+}
+
+// Options configures Run.
+type Options struct {
+	// Namespace is the agent namespace; default api.AgentNamespace.
+	Namespace string
+	// Header prints `Cluster "NAME"` before each cluster, as subctl does
+	// when it walks several contexts.
+	Header bool
+	// Verbose prints a ✓ line for every object checked.
+	Verbose bool
+	// RequestTimeout bounds each request to a cluster or the broker;
+	// default 15s.
+	RequestTimeout time.Duration
+	Out            io.Writer
+}
+
+// ErrFailed is returned by Run when a check failed; the ✗ lines say which
+// and how to fix it.
+var ErrFailed = errors.New("diagnose found problems")
+
+// Run runs check (All: every check) on each target in order and prints
+// their status lines to o.Out. It goes on past a failed check and a
+// cluster that cannot be read, and returns ErrFailed (or the reason a
+// cluster could not be read) when anything failed.
+func Run(ctx context.Context, check Check, targets []show.Target, o Options) error {
+	if _, err := ParseCheck(string(check)); err != nil {
+		return err
+	}
+	if len(targets) == 0 {
+		return errors.New("no kubeconfig context to diagnose; give --kubeconfig, --context or --in-cluster")
+	}
+	if o.Namespace == "" {
+		o.Namespace = api.AgentNamespace
+	}
+	if o.RequestTimeout == 0 {
+		o.RequestTimeout = 15 * time.Second
+	}
+	run := []Check{check}
+	if check == All {
+		run = allOrder
+	}
+	var errs []error
+	failed := false
+	for _, t := range targets {
+		if o.Header {
+			fmt.Fprintf(o.Out, "Cluster %q\n", t.Cluster)
+		}
+		c, err := open(ctx, t, o)
+		if err != nil {
+			fmt.Fprintf(o.Out, " %s %v\n", markFail, err)
+			errs = append(errs, err)
+		}
+		for i, name := range run {
+			if c == nil {
+				break
+			}
+			if i > 0 {
+				fmt.Fprintln(o.Out)
+			}
+			def := checks[name]
+			r := &result{verbose: o.Verbose}
+			if def.needsAgent && c.agent == nil {
+				r.warn("Snorkel is not installed in context %q (no Secret %s/%s): run `snorkel join` for this cluster", t.Context, c.ns, api.AgentSecretName)
+			} else {
+				def.run(ctx, c, r)
+			}
+			r.print(o.Out, def.title)
+			failed = failed || r.failed()
+		}
+		if o.Header {
+			fmt.Fprintln(o.Out)
+		}
+	}
+	if failed {
+		errs = append(errs, ErrFailed)
+	}
+	return errors.Join(errs...)
+}
+
+// cluster is one reachable cluster and the agent configuration `snorkel
+// join` stored in it.
+type cluster struct {
+	context string
+	ns      string
+	kc      kubernetes.Interface
+	dyn     dynamic.Interface
+	mcs     mcsclient.Interface
+	// agent is nil when Snorkel is not installed.
+	agent *api.AgentConfig
+	// brokerTimeout bounds the requests to the broker.
+	brokerTimeout time.Duration
+}
+
+// open connects to t's cluster and reads the agent configuration.
+func open(ctx context.Context, t show.Target, o Options) (*cluster, error) {
+	if t.Err != nil {
+		return nil, t.Err
+	}
+	cfg := rest.CopyConfig(t.Config)
+	cfg.Timeout = o.RequestTimeout
+	c := &cluster{context: t.Context, ns: o.Namespace, brokerTimeout: o.RequestTimeout}
+	var err error
+	if c.kc, err = kubernetes.NewForConfig(cfg); err != nil {
+		return nil, fmt.Errorf("context %q: %w", t.Context, err)
+	}
+	if c.dyn, err = dynamic.NewForConfig(cfg); err != nil {
+		return nil, fmt.Errorf("context %q: %w", t.Context, err)
+	}
+	if c.mcs, err = mcsclient.NewForConfig(cfg); err != nil {
+		return nil, fmt.Errorf("context %q: %w", t.Context, err)
+	}
+	if _, err := c.kc.Discovery().ServerVersion(); err != nil {
+		return nil, fmt.Errorf("cannot reach context %q at %s: %w", t.Context, cfg.Host, err)
+	}
+	c.agent, err = api.LoadAgentConfig(ctx, c.kc, c.ns)
+	if apierrors.IsNotFound(err) {
+		c.agent, err = nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("context %q: %w", t.Context, err)
+	}
+	return c, nil
+}
+
+// broker is a client of the broker with the agent's credentials.
+func (c *cluster) broker() (kubernetes.Interface, dynamic.Interface, error) {
+	cfg := c.agent.BrokerConfig()
+	cfg.Timeout = c.brokerTimeout
+	kc, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the broker at %s: %w", c.agent.BrokerURL, err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the broker at %s: %w", c.agent.BrokerURL, err)
+	}
+	return kc, dyn, nil
+}

@@ -1,0 +1,48 @@
+package diagnose
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// The Kubernetes minor versions Snorkel supports: from the oldest whose
+// APIs it uses (EndpointSlice v1, server-side apply, Lease-based
+// election) through the newest its tests run on.
+const (
+	minMinor    = 29
+	testedMinor = 37
+)
+
+// SupportedVersions says which Kubernetes versions Snorkel supports.
+func SupportedVersions() string {
+	return fmt.Sprintf("v1.%d to v1.%d", minMinor, testedMinor)
+}
+
+func checkK8sVersion(_ context.Context, c *cluster, r *result) {
+	v, err := c.kc.Discovery().ServerVersion()
+	if err != nil {
+		r.fail("Cannot read the Kubernetes version: %v", err)
+		return
+	}
+	judgeVersion(r, v.GitVersion, v.Major, v.Minor)
+}
+
+// judgeVersion reports whether Kubernetes major.minor (as the API server's
+// /version gives them; a minor may end in "+") is supported.
+func judgeVersion(r *result, gitVersion, major, minor string) {
+	mi, err := strconv.Atoi(strings.TrimSuffix(minor, "+"))
+	if major != "1" || err != nil {
+		r.fail("Cannot tell Kubernetes version %q (major %q, minor %q): Snorkel supports %s", gitVersion, major, minor, SupportedVersions())
+		return
+	}
+	switch {
+	case mi < minMinor:
+		r.fail("Kubernetes version %q is older than Snorkel supports (%s): upgrade the cluster to v1.%d or newer", gitVersion, SupportedVersions(), minMinor)
+	case mi > testedMinor:
+		r.warn("Kubernetes version %q is newer than Snorkel is tested on (%s); it should work, report what does not", gitVersion, SupportedVersions())
+	default:
+		r.ok("Kubernetes version %q is supported (%s)", gitVersion, SupportedVersions())
+	}
+}
