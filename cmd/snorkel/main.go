@@ -35,6 +35,7 @@ var commands = map[string]command{
 	"export":        {run: toStdout(runExport), usage: exportUsage},
 	"unexport":      {run: toStdout(runUnexport), usage: unexportUsage},
 	"calico":        {run: toStdout(runCalico), usage: calicoUsage},
+	"diagnose":      {run: toStdout(runDiagnose), usage: diagnoseUsage},
 
 	"uninstall":           {run: uninstallMain, usage: uninstallUsage},
 	"recover-broker-info": {run: toStdout(runRecoverBrokerInfo), usage: recoverBrokerInfoUsage},
