@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/snorkel-net/snorkel/controller/agent"
@@ -66,6 +67,9 @@ func checkFirewall(ctx context.Context, c *cluster, r *result) {
 // runningAgents counts the agent DaemonSet's running pods.
 func runningAgents(ctx context.Context, c *cluster) (int, error) {
 	ds, err := c.kc.AppsV1().DaemonSets(c.ns).Get(ctx, broker.AgentDaemonSet, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return 0, nil
+	}
 	if err != nil {
 		return 0, fmt.Errorf("cannot read the agent DaemonSet %s/%s: %w", c.ns, broker.AgentDaemonSet, err)
 	}

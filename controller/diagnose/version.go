@@ -39,10 +39,10 @@ func judgeVersion(r *result, gitVersion, major, minor string) {
 	}
 	switch {
 	case mi < minMinor:
-		r.fail("Kubernetes version %q is older than Snorkel supports (%s): upgrade the cluster to v1.%d or newer", gitVersion, SupportedVersions(), minMinor)
+		r.fail("Kubernetes v1.%d (%s) is older than Snorkel supports (%s): upgrade the cluster to v1.%d or newer", mi, gitVersion, SupportedVersions(), minMinor)
 	case mi > testedMinor:
-		r.warn("Kubernetes version %q is newer than Snorkel is tested on (%s); it should work, report what does not", gitVersion, SupportedVersions())
+		r.warn("Kubernetes v1.%d (%s) is newer than Snorkel is tested on (%s); it should work, report what does not", mi, gitVersion, SupportedVersions())
 	default:
-		r.ok("Kubernetes version %q is supported (%s)", gitVersion, SupportedVersions())
+		r.ok("Kubernetes v1.%d (%s) is supported (%s)", mi, gitVersion, SupportedVersions())
 	}
 }
