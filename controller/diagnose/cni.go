@@ -47,7 +47,7 @@ var cniSupport = map[string]string{
 	cniFlannel: "",
 	cniKindnet: "",
 	cniWeave:   "",
-	cniCilium:  "Cilium's eBPF masquerading and kube-proxy replacement bypass the node's routes to the gateway; run Cilium with bpf.masquerade=false and enable-ipv4-masquerade restricted by nonMasqueradeCIDRs that list every remote cluster's CIDRs",
+	cniCilium:  "Cilium's eBPF datapath (its masquerading and kube-proxy replacement) can bypass the node's routes to the gateway, and Snorkel is not tested with it",
 	cniOVNKubernetes: "OVN-Kubernetes routes pod traffic in OVN, not through the node's routes to the gateway, " +
 		"and Snorkel has no OVN handler as Submariner's route agent does",
 }

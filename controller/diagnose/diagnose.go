@@ -156,11 +156,10 @@ func Run(ctx context.Context, check Check, targets []show.Target, o Options) err
 // cluster is one reachable cluster and the agent configuration `snorkel
 // join` stored in it.
 type cluster struct {
-	context string
-	ns      string
-	kc      kubernetes.Interface
-	dyn     dynamic.Interface
-	mcs     mcsclient.Interface
+	ns  string
+	kc  kubernetes.Interface
+	dyn dynamic.Interface
+	mcs mcsclient.Interface
 	// agent is nil when Snorkel is not installed.
 	agent *api.AgentConfig
 	// brokerTimeout bounds the requests to the broker.
@@ -174,7 +173,7 @@ func open(ctx context.Context, t show.Target, o Options) (*cluster, error) {
 	}
 	cfg := rest.CopyConfig(t.Config)
 	cfg.Timeout = o.RequestTimeout
-	c := &cluster{context: t.Context, ns: o.Namespace, brokerTimeout: o.RequestTimeout}
+	c := &cluster{ns: o.Namespace, brokerTimeout: o.RequestTimeout}
 	var err error
 	if c.kc, err = kubernetes.NewForConfig(cfg); err != nil {
 		return nil, fmt.Errorf("context %q: %w", t.Context, err)

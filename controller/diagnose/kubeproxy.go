@@ -25,7 +25,7 @@ var kubeProxyModes = map[string]struct {
 }{
 	"iptables": {markOK, "supported"},
 	"nftables": {markOK, "supported"},
-	"ipvs":     {markWarn, "supported, but not covered by Snorkel's tests; IPVS answers ClusterIPs only on the node's kube-ipvs0 addresses, which routed traffic from the gateway reaches"},
+	"ipvs":     {markWarn, "not covered by Snorkel's tests: pod-to-pod traffic does not depend on it, but a Globalnet ingress to a ClusterIP is balanced by it on the gateway node"},
 }
 
 func checkKubeProxyMode(ctx context.Context, c *cluster, r *result) {

@@ -7,9 +7,9 @@ import (
 	"strings"
 )
 
-// The Kubernetes minor versions Snorkel supports: from the oldest whose
-// APIs it uses (EndpointSlice v1, server-side apply, Lease-based
-// election) through the newest its tests run on.
+// The Kubernetes minor versions Snorkel supports: from v1.29, where the
+// CRD validation rules (x-kubernetes-validations) its CRDs carry became
+// GA, through the newest its tests run on.
 const (
 	minMinor    = 29
 	testedMinor = 37
