@@ -29,8 +29,6 @@ type Agent struct {
 	cfg   Config
 	log   *slog.Logger
 	local local
-	// spec is this gateway's Endpoint spec; it never changes.
-	spec submv1.EndpointSpec
 
 	kc                  kubernetes.Interface
 	localDyn, brokerDyn dynamic.Interface
@@ -42,9 +40,9 @@ type Agent struct {
 	ipam   *globalnet.IPAM
 	syncer atomic.Pointer[servicesync.Syncer]
 
-	// reconcileCh and statusCh wake the leader's loop and the status
-	// writer; a send never blocks.
-	reconcileCh, statusCh chan struct{}
+	// reconcileCh, statusCh and discoverCh wake the leader's loop, the
+	// status writer and NAT discovery; a send never blocks.
+	reconcileCh, statusCh, discoverCh chan struct{}
 
 	started atomic.Bool
 	// leadMu keeps a new term from starting before the last one has
@@ -67,6 +65,11 @@ type Agent struct {
 	// rules are the IPAM's latest rules in this term; nil before its
 	// first.
 	rules *natengine.Rules
+	// spec is this gateway's Endpoint spec; only its public IP changes,
+	// when NAT discovery learns it.
+	spec submv1.EndpointSpec
+	// found is what NAT discovery found in this term, by cluster ID.
+	found map[string]discovered
 }
 
 // New checks cfg and prepares an Agent; nothing talks to an API server
@@ -88,6 +91,7 @@ func New(cfg Config) (*Agent, error) {
 		kc:          cfg.Local,
 		reconcileCh: make(chan struct{}, 1),
 		statusCh:    make(chan struct{}, 1),
+		discoverCh:  make(chan struct{}, 1),
 		failures:    map[string]string{},
 	}
 	var err error
@@ -153,7 +157,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		return errors.New("agent: Run was called twice; make a new Agent")
 	}
 	a.log.Info("agent starting", "broker", a.cfg.Member.BrokerURL, "brokerNamespace", a.cfg.Member.BrokerNamespace,
-		"cableDriver", a.cfg.Member.CableDriver, "endpoint", endpointName(&a.spec))
+		"cableDriver", a.cfg.Member.CableDriver, "endpoint", endpointName(&a.spec), "natDiscoveryPort", a.cfg.NATDiscoveryPort)
 	a.factory.Start(ctx.Done())
 	defer a.factory.Shutdown()
 
@@ -177,6 +181,13 @@ func (a *Agent) Active() bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.active
+}
+
+// endpointSpec is this gateway's Endpoint spec now.
+func (a *Agent) endpointSpec() submv1.EndpointSpec {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.spec
 }
 
 // setFailure records err as the current problem of area, or clears it.

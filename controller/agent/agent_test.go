@@ -472,8 +472,10 @@ func testRemotes(t *testing.T, e *env) {
 			t.Errorf("%s's configuration: %+v", id, cfg)
 		}
 	}
+	// c2's public IP (a documentation address) never answers NAT
+	// discovery and its private IP does: c1 takes the private one.
 	check(c1, "c1", gateway.Remote{ID: "c2", PodCIDRs: []string{"10.9.0.0/16"}, ServiceCIDRs: []string{"10.99.0.0/16"},
-		Endpoint: "198.51.100.21:4500", NAT: true, WireGuard: &gateway.WireGuardRemoteConfig{PublicKey: c2.key}})
+		Endpoint: "127.0.0.21:4500", WireGuard: &gateway.WireGuardRemoteConfig{PublicKey: c2.key}})
 	check(c2, "c2", gateway.Remote{ID: "c1", PodCIDRs: []string{"10.8.0.0/16"}, ServiceCIDRs: []string{"10.88.0.0/16"},
 		Endpoint: c1.cfg.PrivateIP + ":4500", WireGuard: &gateway.WireGuardRemoteConfig{PublicKey: c1.key}})
 
@@ -528,9 +530,9 @@ func testJoinSettings(t *testing.T, e *env) {
 
 	c2.halt()
 	e.active["c2"] = start(t, e, e.c2, e.members["c2"], "gw-c2", "127.0.0.21", "198.51.100.21")
-	eventually(t, settle, "c1 reaches c2 at the default port again", func() (bool, string) {
+	eventually(t, settle, "c1 reaches c2 at the default port again, at the private IP discovery found", func() (bool, string) {
 		cfg, _ := e.active["c1"].dp.last()
-		if len(cfg.Remotes) != 1 || cfg.Remotes[0].Endpoint != "198.51.100.21:4500" {
+		if len(cfg.Remotes) != 1 || cfg.Remotes[0].Endpoint != "127.0.0.21:4500" {
 			return false, fmt.Sprintf("remotes %+v", cfg.Remotes)
 		}
 		return true, ""
@@ -566,7 +568,7 @@ func testGatewayStatus(t *testing.T, e *env) {
 			}
 			c := g.Status.Connections[0]
 			if c.Status != want || c.StatusMessage != message || fmt.Sprint(c.LatencyRTT) != fmt.Sprint(rtt) ||
-				c.Endpoint.ClusterID != "c2" || c.UsingIP != "198.51.100.21" || !c.UsingNAT {
+				c.Endpoint.ClusterID != "c2" || c.UsingIP != "127.0.0.21" || c.UsingNAT {
 				return false, fmt.Sprintf("%+v", c)
 			}
 			return true, ""

@@ -19,6 +19,7 @@ import (
 	"github.com/snorkel-net/snorkel/controller/api"
 	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
 	"github.com/snorkel-net/snorkel/gateway"
+	"github.com/snorkel-net/snorkel/natdiscovery"
 	"github.com/snorkel-net/snorkel/transport"
 )
 
@@ -81,6 +82,9 @@ const (
 	// BackendConfigPreferredServer says "true" when the gateway would
 	// rather be the IKE responder (`snorkel join --preferred-server`).
 	BackendConfigPreferredServer = "preferred-server"
+	// BackendConfigNATDiscoveryPort holds the gateway's NAT discovery
+	// port; a remote without it is not probed.
+	BackendConfigNATDiscoveryPort = "natt-discovery-port"
 )
 
 // Config configures an Agent.
@@ -102,8 +106,15 @@ type Config struct {
 	Hostname string
 	// PrivateIP is this gateway's underlay address inside its network;
 	// PublicIP, if set, the address other clusters reach it at across
-	// NAT. Remotes connect to PublicIP when set, else to PrivateIP.
+	// NAT. Remotes connect to the address NAT discovery finds answering,
+	// else to PublicIP when set, else to PrivateIP.
+	// Without PublicIP, the address a remote gateway reached across NAT
+	// sees this gateway's discovery requests come from is published.
 	PrivateIP, PublicIP string
+	// NATDiscoveryPort is the UDP port of NAT discovery, which the active
+	// gateway serves and publishes unless NAT traversal is off; default
+	// natdiscovery.DefaultPort.
+	NATDiscoveryPort int
 	// Port is the gateway's UDP port; default the one `snorkel join
 	// --nattport` recorded in Member (4500 unless given).
 	Port int
@@ -159,6 +170,9 @@ func (c *Config) applyDefaults() {
 		if c.Member != nil {
 			c.Port = c.Member.Port()
 		}
+	}
+	if c.NATDiscoveryPort == 0 {
+		c.NATDiscoveryPort = natdiscovery.DefaultPort
 	}
 	e := &c.Election
 	if e.LeaseName == "" {
@@ -249,6 +263,9 @@ func (c *Config) validate() error {
 	}
 	if c.Port < 1 || c.Port > 65535 {
 		bad("Config.Port %d is not a UDP port; use 1 to 65535 (default %d)", c.Port, gateway.DefaultPort)
+	}
+	if c.NATDiscoveryPort < 1 || c.NATDiscoveryPort > 65535 {
+		bad("Config.NATDiscoveryPort %d is not a UDP port; use 1 to 65535 (default %d)", c.NATDiscoveryPort, natdiscovery.DefaultPort)
 	}
 	if c.Dataplane == nil {
 		bad("Config.Dataplane is nil; give the gateway the agent configures")

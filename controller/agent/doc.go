@@ -17,7 +17,9 @@
 // leadership's context: Globalnet's IPAM when the cluster has a global CIDR
 // (its rules become the configuration's Globalnet addresses; the data plane
 // gets no configuration before the IPAM's first rules), the service sync
-// when the broker offers service discovery (fed the IPAM's global IPs), and
+// when the broker offers service discovery (fed the IPAM's global IPs), NAT
+// discovery unless NAT traversal is off (it picks each remote's private or
+// public address and learns this gateway's public IP), and
 // Config.OnActive.
 //
 // Concurrency: informer handlers only signal; one goroutine per role does

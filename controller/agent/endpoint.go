@@ -52,6 +52,9 @@ func localEndpointSpec(c *Config) submv1.EndpointSpec {
 	}
 	bc[BackendConfigUDPPort] = strconv.Itoa(c.Port)
 	bc[BackendConfigPreferredServer] = strconv.FormatBool(m.PreferredServer)
+	if !m.NATTraversalOff {
+		bc[BackendConfigNATDiscoveryPort] = strconv.Itoa(c.NATDiscoveryPort)
+	}
 	return submv1.EndpointSpec{
 		ClusterID:     m.ClusterID,
 		CableName:     cableName(m.ClusterID, c.PrivateIP),
@@ -60,13 +63,18 @@ func localEndpointSpec(c *Config) submv1.EndpointSpec {
 		Subnets:       subnets,
 		PrivateIP:     c.PrivateIP,
 		PublicIP:      c.PublicIP,
-		// Behind NAT exactly when others must use another address than
-		// the one the gateway has, and NAT traversal is on: with
-		// `--natt=false` the others connect to the private IP.
-		NATEnabled:    !m.NATTraversalOff && c.PublicIP != "" && c.PublicIP != c.PrivateIP,
+		NATEnabled:    natEnabled(c, c.PublicIP),
 		Backend:       m.CableDriver,
 		BackendConfig: bc,
 	}
+}
+
+// natEnabled is an Endpoint's nat_enabled with public IP pub: behind NAT
+// exactly when others must use another address than the one the gateway
+// has, and NAT traversal is on; with `--natt=false` the others connect to
+// the private IP.
+func natEnabled(c *Config, pub string) bool {
+	return !c.Member.NATTraversalOff && pub != "" && pub != c.PrivateIP
 }
 
 // endpointCluster is the cluster ID of an Endpoint object.

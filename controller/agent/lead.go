@@ -145,6 +145,9 @@ func (a *Agent) hooks() []hook {
 	if a.ipam != nil {
 		hs = append(hs, hook{"Globalnet IPAM", a.ipam.Run})
 	}
+	if !a.cfg.Member.NATTraversalOff {
+		hs = append(hs, hook{"NAT discovery", a.runNATDiscovery})
+	}
 	if a.cfg.Member.ServiceDiscovery {
 		hs = append(hs, hook{"service sync", a.runServiceSync})
 	}
@@ -251,13 +254,17 @@ func (a *Agent) reconcile(ctx context.Context, t *progress) bool {
 		t.published, ok = err == nil, err == nil
 	}
 
-	peers := withJoinSettings(a.cfg.Member, plan(a.local, a.brokerEndpoints(), a.brokerClusters()))
+	a.mu.Lock()
+	found := a.found
+	a.mu.Unlock()
+	peers := withJoinSettings(a.cfg.Member, withDiscovery(plan(a.local, a.brokerEndpoints(), a.brokerClusters()), found))
 	a.mu.Lock()
 	changed := !reflect.DeepEqual(a.peers, peers)
 	a.peers = peers
 	a.mu.Unlock()
 	if changed {
 		wake(a.statusCh)
+		wake(a.discoverCh)
 	}
 
 	rs := remotes(peers)
@@ -302,9 +309,10 @@ func (a *Agent) publish(ctx context.Context) error {
 	if err := publishCluster(ctx, a.brokerDyn.Resource(submv1.ClusterResource).Namespace(m.BrokerNamespace), clusterSpec(m), uid, onBroker); err != nil {
 		return err
 	}
+	spec := a.endpointSpec()
 	return errors.Join(
-		publishEndpoint(ctx, a.brokerDyn.Resource(submv1.EndpointResource).Namespace(m.BrokerNamespace), &a.spec, onBroker),
-		publishEndpoint(ctx, a.localDyn.Resource(submv1.EndpointResource).Namespace(a.cfg.Namespace), &a.spec, here),
+		publishEndpoint(ctx, a.brokerDyn.Resource(submv1.EndpointResource).Namespace(m.BrokerNamespace), &spec, onBroker),
+		publishEndpoint(ctx, a.localDyn.Resource(submv1.EndpointResource).Namespace(a.cfg.Namespace), &spec, here),
 	)
 }
 
@@ -330,18 +338,19 @@ func (a *Agent) clusterUID(ctx context.Context) (string, error) {
 // drifted reports whether the broker's cache shows this cluster's Endpoint
 // or Cluster missing or changed, or another Endpoint of this cluster.
 func (a *Agent) drifted() bool {
-	name := endpointName(&a.spec)
+	spec := a.endpointSpec()
+	name := endpointName(&spec)
 	found := false
 	for _, e := range a.brokerEndpoints() {
-		if e.Spec.ClusterID != a.spec.ClusterID {
+		if e.Spec.ClusterID != spec.ClusterID {
 			continue
 		}
-		if e.Name != name || !sameEndpointSpec(e.Spec, a.spec) {
+		if e.Name != name || !sameEndpointSpec(e.Spec, spec) {
 			return true
 		}
 		found = true
 	}
-	c := a.brokerClusters()[a.spec.ClusterID]
+	c := a.brokerClusters()[spec.ClusterID]
 	return !found || c == nil || !sameClusterSpec(c.Spec, clusterSpec(a.cfg.Member))
 }
 

@@ -41,12 +41,12 @@ func (a *Agent) finalStatus() {
 // gatewayStatus is the Gateway's status now.
 func (a *Agent) gatewayStatus() submv1.GatewayStatus {
 	a.mu.Lock()
-	active, peers, failure := a.active, a.peers, a.failureText()
+	active, peers, failure, spec := a.active, a.peers, a.failureText(), a.spec
 	a.mu.Unlock()
 	st := submv1.GatewayStatus{
 		Version:       a.cfg.Version,
 		HAStatus:      submv1.HAStatusPassive,
-		LocalEndpoint: a.spec,
+		LocalEndpoint: spec,
 		StatusFailure: failure,
 		Connections:   []submv1.Connection{},
 	}

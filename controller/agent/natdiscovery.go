@@ -1,0 +1,203 @@
+package agent
+
+import (
+	"context"
+	"net/netip"
+	"strconv"
+	"time"
+
+	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
+	"github.com/snorkel-net/snorkel/natdiscovery"
+)
+
+// Timing of NAT discovery: how long one round waits for answers, and the
+// pause before a remote is probed again, which doubles while the answer
+// stays the same.
+const (
+	discoveryTimeout = 3 * time.Second
+	rediscoverMin    = 2 * time.Second
+	rediscoverMax    = 2 * time.Minute
+)
+
+// discovered is what NAT discovery found for the Endpoint it probed.
+type discovered struct {
+	target natdiscovery.Target
+	result natdiscovery.Result
+}
+
+// discoveryTarget is what NAT discovery probes of a remote Endpoint; false
+// when the remote does not publish a discovery port (it does not answer)
+// or a private IP.
+func discoveryTarget(e submv1.EndpointSpec) (natdiscovery.Target, bool) {
+	priv, err := netip.ParseAddr(e.PrivateIP)
+	if err != nil {
+		return natdiscovery.Target{}, false
+	}
+	port, err := strconv.ParseUint(e.BackendConfig[BackendConfigNATDiscoveryPort], 10, 16)
+	if err != nil || port == 0 {
+		return natdiscovery.Target{}, false
+	}
+	pub, _ := netip.ParseAddr(e.PublicIP) // invalid when there is none
+	return natdiscovery.Target{Cluster: e.ClusterID, Private: priv, Public: pub, Port: uint16(port)}, true
+}
+
+// withDiscovery points each peer at the address NAT discovery found it
+// answers at, when the discovery concerned its current Endpoint; the others
+// keep the Endpoint's rule (public IP if published, else private).
+func withDiscovery(peers []peer, found map[string]discovered) []peer {
+	for i := range peers {
+		p := &peers[i]
+		d, ok := found[p.endpoint.ClusterID]
+		if p.remote == nil || !ok || !d.result.Addr.IsValid() {
+			continue
+		}
+		if t, ok := discoveryTarget(p.endpoint); !ok || t != d.target {
+			continue
+		}
+		p.remote.Endpoint = netip.AddrPortFrom(d.result.Addr, p.remote.Endpoint.Port())
+		p.remote.NAT = d.result.NAT
+		p.usingIP, p.usingNAT = d.result.Addr.String(), d.result.NAT
+	}
+	return peers
+}
+
+// discoverySchedule is when a remote is probed next.
+type discoverySchedule struct {
+	target  natdiscovery.Target
+	next    time.Time
+	pause   time.Duration
+	probing bool
+}
+
+// runNATDiscovery answers the other gateways' discovery requests and probes
+// every remote Endpoint that publishes a discovery port: when it appears or
+// changes, then again with a growing pause. Its results steer the gateway
+// configuration, and a source seen across a NAT becomes this gateway's
+// published public IP when none was given.
+func (a *Agent) runNATDiscovery(ctx context.Context) error {
+	key := natdiscovery.NewKey([]byte(a.cfg.Member.PSK))
+	// The private IP is where a NAT forwards the public address's
+	// traffic to; validate checked it.
+	priv, _ := netip.ParseAddr(a.cfg.PrivateIP)
+	c, err := natdiscovery.Listen(netip.AddrPortFrom(priv, uint16(a.cfg.NATDiscoveryPort)), a.cfg.Member.ClusterID, key)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	defer func() {
+		a.mu.Lock()
+		a.found = nil
+		a.mu.Unlock()
+	}()
+	type answer struct {
+		target natdiscovery.Target
+		result natdiscovery.Result
+	}
+	answers := make(chan answer)
+	sched := map[string]*discoverySchedule{}
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-a.discoverCh:
+		case <-timer.C:
+		case ans := <-answers:
+			s := sched[ans.target.Cluster]
+			if s == nil || s.target != ans.target {
+				break // the Endpoint changed meanwhile; its new target is probed
+			}
+			s.probing = false
+			a.mu.Lock()
+			old := a.found[ans.target.Cluster]
+			if a.found == nil {
+				a.found = map[string]discovered{}
+			}
+			a.found[ans.target.Cluster] = discovered(ans)
+			a.mu.Unlock()
+			if old.target == ans.target && old.result.Addr == ans.result.Addr && old.result.NAT == ans.result.NAT {
+				s.pause = min(2*s.pause, rediscoverMax)
+			} else {
+				s.pause = rediscoverMin
+				a.log.Info("NAT discovery", "remote", ans.target.Cluster, "using", ans.result.Addr, "nat", ans.result.NAT, "seen", ans.result.Seen)
+				wake(a.reconcileCh)
+			}
+			s.next = time.Now().Add(s.pause)
+			if ans.result.NAT {
+				// Only a remote reached across the internet sees the
+				// address this gateway has there.
+				a.learnPublicIP(ans.result.Seen)
+			}
+		}
+		now := time.Now()
+		targets := a.discoveryTargets()
+		for id := range sched {
+			if _, ok := targets[id]; !ok {
+				delete(sched, id)
+			}
+		}
+		next := now.Add(rediscoverMax)
+		for id, t := range targets {
+			s := sched[id]
+			if s == nil || s.target != t {
+				s = &discoverySchedule{target: t, next: now, pause: rediscoverMin}
+				sched[id] = s
+			}
+			if !s.probing && !s.next.After(now) {
+				s.probing = true
+				go func() {
+					pctx, cancel := context.WithTimeout(ctx, discoveryTimeout)
+					defer cancel()
+					r := natdiscovery.Discover(pctx, c, t)
+					select {
+					case answers <- answer{t, r}:
+					case <-ctx.Done():
+					}
+				}()
+			}
+			if !s.probing && s.next.Before(next) {
+				next = s.next
+			}
+		}
+		timer.Reset(next.Sub(now))
+	}
+}
+
+// discoveryTargets are the remotes the active gateway connects to now, by
+// cluster ID, that answer discovery.
+func (a *Agent) discoveryTargets() map[string]natdiscovery.Target {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := map[string]natdiscovery.Target{}
+	for _, p := range a.peers {
+		if t, ok := discoveryTarget(p.endpoint); ok && p.remote != nil {
+			out[t.Cluster] = t
+		}
+	}
+	return out
+}
+
+// learnPublicIP takes seen, the source a remote saw this gateway's request
+// come from, as the gateway's public IP when it differs from the private
+// one and no public IP was given: the Endpoint is published again with it.
+func (a *Agent) learnPublicIP(seen netip.AddrPort) {
+	if a.cfg.PublicIP != "" || !seen.IsValid() {
+		return
+	}
+	ip := seen.Addr().String()
+	if ip == a.cfg.PrivateIP {
+		ip = ""
+	}
+	a.mu.Lock()
+	changed := a.spec.PublicIP != ip && ip != ""
+	if changed {
+		a.spec.PublicIP = ip
+		a.spec.NATEnabled = natEnabled(&a.cfg, ip)
+	}
+	a.mu.Unlock()
+	if changed {
+		a.log.Info("learned this gateway's public IP from a remote gateway", "publicIP", ip)
+		wake(a.reconcileCh)
+	}
+}
