@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
@@ -24,6 +25,7 @@ import (
 	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
 	"github.com/snorkel-net/snorkel/controller/broker"
 	"github.com/snorkel-net/snorkel/gateway"
+	"github.com/snorkel-net/snorkel/natdiscovery"
 	"github.com/snorkel-net/snorkel/transport"
 	"github.com/snorkel-net/snorkel/transport/wireguard"
 )
@@ -35,7 +37,8 @@ func runAgent(args []string) error {
 	namespace := fs.String("namespace", api.AgentNamespace, "the agent's namespace, where snorkel join put its configuration")
 	nodeName := fs.String("node-name", os.Getenv("NODE_NAME"), "this gateway node's name (default $NODE_NAME, else the host name)")
 	privateIP := fs.String("private-ip", "", "this node's address between gateways (default the local address that reaches the broker)")
-	publicIP := fs.String("public-ip", "", "the address other clusters reach this node at across NAT (default none)")
+	publicIP := fs.String("public-ip", "", "the address other clusters reach this node at across NAT (default the node's "+agent.PublicIPAnnotation+" annotation, else what NAT discovery learns)")
+	discoveryPort := fs.Int("natt-discovery-port", natdiscovery.DefaultPort, "the UDP port of NAT discovery, served on the private IP and published to the other gateways")
 	healthCheckIP := fs.String("health-check-ip", "", "this gateway's address on its TUN device, published for other gateways' health probes (default none)")
 	keyFile := fs.String("wireguard-key-file", "/var/lib/snorkel/wireguard.key", "WireGuard private key, made if missing (wireguard cable driver only)")
 	tunName := fs.String("tun", gateway.DefaultTUNName, "the gateway's TUN device")
@@ -65,6 +68,11 @@ func runAgent(args []string) error {
 	if *privateIP == "" {
 		if *privateIP, err = addressTowards(member.BrokerURL); err != nil {
 			return fmt.Errorf("cannot tell this node's address (%w): pass --private-ip", err)
+		}
+	}
+	if *publicIP == "" {
+		if *publicIP, err = annotatedPublicIP(ctx, kc, *nodeName); err != nil {
+			return err
 		}
 	}
 	var backend map[string]string
@@ -103,25 +111,43 @@ func runAgent(args []string) error {
 		dp = inProcess{r}
 	}
 	a, err := agent.New(agent.Config{
-		Member:        member,
-		Local:         kc,
-		LocalConfig:   local,
-		Namespace:     *namespace,
-		Identity:      *nodeName,
-		PrivateIP:     *privateIP,
-		PublicIP:      *publicIP,
-		HealthCheckIP: *healthCheckIP,
-		BackendConfig: backend,
-		Gateway:       gw,
-		Dataplane:     dp,
-		Registerer:    reg,
-		Version:       version,
-		Logger:        slog.New(slog.NewTextHandler(os.Stderr, nil)),
+		Member:           member,
+		Local:            kc,
+		LocalConfig:      local,
+		Namespace:        *namespace,
+		Identity:         *nodeName,
+		PrivateIP:        *privateIP,
+		PublicIP:         *publicIP,
+		NATDiscoveryPort: *discoveryPort,
+		HealthCheckIP:    *healthCheckIP,
+		BackendConfig:    backend,
+		Gateway:          gw,
+		Dataplane:        dp,
+		Registerer:       reg,
+		Version:          version,
+		Logger:           slog.New(slog.NewTextHandler(os.Stderr, nil)),
 	})
 	if err != nil {
 		return err
 	}
 	return a.Run(ctx)
+}
+
+// annotatedPublicIP is the public IP the node's PublicIPAnnotation sets, or
+// "" when it has none.
+func annotatedPublicIP(ctx context.Context, kc kubernetes.Interface, node string) (string, error) {
+	if node == "" {
+		node, _ = os.Hostname()
+	}
+	n, err := kc.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("reading node %s for its %s annotation (pass --node-name or --public-ip): %w", node, agent.PublicIPAnnotation, err)
+	}
+	v, ok := n.Annotations[agent.PublicIPAnnotation]
+	if !ok {
+		return "", nil
+	}
+	return agent.ParsePublicIPAnnotation(v)
 }
 
 // agentMetrics serves /metrics from reg and /healthz, which answers while

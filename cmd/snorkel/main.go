@@ -21,7 +21,7 @@ type command struct {
 var commands = map[string]command{
 	"gateway": {run: runGateway, usage: "run a gateway: snorkel gateway --config FILE [--debug-address 127.0.0.1:9899] [--pprof] (SIGHUP rereads FILE and applies the change in place); remove its guard routes from the node: snorkel gateway --uninstall"},
 	"agent": {run: runAgent, usage: "a gateway node's agent, running the gateway in-process: snorkel agent [--kubeconfig F] [--context C] [--namespace NS] " +
-		"[--node-name N] [--private-ip IP] [--public-ip IP] [--health-check-ip IP] [--metrics-address :9898] [--debug-address 127.0.0.1:9899] [--pprof] [--dataplane-config-out FILE]"},
+		"[--node-name N] [--private-ip IP] [--public-ip IP] [--natt-discovery-port 4490] [--health-check-ip IP] [--metrics-address :9898] [--debug-address 127.0.0.1:9899] [--pprof] [--dataplane-config-out FILE]"},
 	"dnsd": {run: runDNSD, usage: "clusterset.local DNS: snorkel dnsd [--listen :53] [--zone clusterset.local] [--ttl 5s] [--metrics-address ADDR] " +
 		"(--static FILE | [--kubeconfig F] [--context C] [--namespace NS] [--cluster-id ID])"},
 	"lab":     {run: runLab, usage: "the two-cluster lab: snorkel lab [run|up|down|status] [--transport wireguard|vxlan]"},

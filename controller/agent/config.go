@@ -292,6 +292,21 @@ func (c *Config) validate() error {
 	return errors.Join(errs...)
 }
 
+// PublicIPAnnotation is the node annotation that sets a gateway's public
+// IP, as Submariner reads it: "ipv4:198.51.100.7".
+const PublicIPAnnotation = "gateway.submariner.io/public-ip"
+
+// ParsePublicIPAnnotation reads the value of PublicIPAnnotation. Submariner's
+// other forms ("dns:", "api:", "lb:") ask a service outside the clusterset or
+// the cloud, which Snorkel does not.
+func ParsePublicIPAnnotation(v string) (string, error) {
+	ip, ok := strings.CutPrefix(v, "ipv4:")
+	if a, err := netip.ParseAddr(ip); !ok || err != nil || !a.Is4() {
+		return "", fmt.Errorf("node annotation %s=%q: give an IPv4 address as ipv4:198.51.100.7", PublicIPAnnotation, v)
+	}
+	return ip, nil
+}
+
 // isWireGuardKey reports whether s is a base64 32-byte key.
 func isWireGuardKey(s string) bool {
 	b, err := base64.StdEncoding.DecodeString(s)

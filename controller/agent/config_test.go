@@ -85,3 +85,21 @@ func TestNewAppliesDefaultsAndKeepsTheCallersConfig(t *testing.T) {
 		t.Errorf("local Endpoint spec %+v", s)
 	}
 }
+
+func TestPublicIPAnnotationIsReadAsSubmarinerWritesIt(t *testing.T) {
+	for _, tc := range []struct {
+		value, want string
+		ok          bool
+	}{
+		{"ipv4:198.51.100.7", "198.51.100.7", true},
+		{"198.51.100.7", "", false},
+		{"dns:gw.example.com", "", false},
+		{"ipv4:2001:db8::7", "", false},
+		{"ipv4:", "", false},
+	} {
+		got, err := ParsePublicIPAnnotation(tc.value)
+		if got != tc.want || (err == nil) != tc.ok {
+			t.Errorf("ParsePublicIPAnnotation(%q) = %q, %v; want %q (ok %v)", tc.value, got, err, tc.want, tc.ok)
+		}
+	}
+}
