@@ -20,12 +20,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/snorkel-net/snorkel/controller/agent"
 	"github.com/snorkel-net/snorkel/controller/api"
 	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
 	"github.com/snorkel-net/snorkel/controller/broker"
+	"github.com/snorkel-net/snorkel/controller/natdiscovery"
 	"github.com/snorkel-net/snorkel/gateway"
-	"github.com/snorkel-net/snorkel/natdiscovery"
 	"github.com/snorkel-net/snorkel/transport"
 	"github.com/snorkel-net/snorkel/transport/wireguard"
 )

@@ -16,10 +16,11 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/snorkel-net/snorkel/controller/api"
 	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
+	"github.com/snorkel-net/snorkel/controller/natdiscovery"
 	"github.com/snorkel-net/snorkel/gateway"
-	"github.com/snorkel-net/snorkel/natdiscovery"
 	"github.com/snorkel-net/snorkel/transport"
 )
 

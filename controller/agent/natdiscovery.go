@@ -7,7 +7,7 @@ import (
 	"time"
 
 	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
-	"github.com/snorkel-net/snorkel/natdiscovery"
+	"github.com/snorkel-net/snorkel/controller/natdiscovery"
 )
 
 // Timing of NAT discovery: how long one round waits for answers, and the

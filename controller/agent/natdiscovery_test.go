@@ -6,7 +6,7 @@ import (
 
 	"github.com/snorkel-net/snorkel/controller/api"
 	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
-	"github.com/snorkel-net/snorkel/natdiscovery"
+	"github.com/snorkel-net/snorkel/controller/natdiscovery"
 )
 
 func TestDiscoveryChoosesTheAddress(t *testing.T) {
