@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
@@ -141,6 +142,11 @@ func annotatedPublicIP(ctx context.Context, kc kubernetes.Interface, node string
 		node, _ = os.Hostname()
 	}
 	n, err := kc.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		// A node the cluster does not list (the agent run outside
+		// Kubernetes, as the lab runs it) carries no annotation.
+		return "", nil
+	}
 	if err != nil {
 		return "", fmt.Errorf("reading node %s for its %s annotation (pass --node-name or --public-ip): %w", node, agent.PublicIPAnnotation, err)
 	}

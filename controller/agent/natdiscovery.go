@@ -2,8 +2,10 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"strconv"
+	"syscall"
 	"time"
 
 	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
@@ -80,6 +82,15 @@ func (a *Agent) runNATDiscovery(ctx context.Context) error {
 	// traffic to; validate checked it.
 	priv, _ := netip.ParseAddr(a.cfg.PrivateIP)
 	c, err := natdiscovery.Listen(netip.AddrPortFrom(priv, uint16(a.cfg.NATDiscoveryPort)), a.cfg.Member.ClusterID, key)
+	if errors.Is(err, syscall.EADDRNOTAVAIL) {
+		// The private IP is not this host's (an agent told another
+		// node's address, or run apart from its node): no discovery can
+		// answer there, and the remotes are reached at the addresses
+		// they publish, as without NAT discovery.
+		a.log.Warn("NAT discovery is off: the private IP is not an address of this host", "privateIP", priv)
+		<-ctx.Done()
+		return nil
+	}
 	if err != nil {
 		return err
 	}
