@@ -3,6 +3,8 @@ package broker
 import (
 	"fmt"
 	"io"
+
+	"github.com/snorkel-net/snorkel/controller/internal/statusline"
 )
 
 // status prints a command's progress in subctl's lines, as subctl prints
@@ -12,20 +14,10 @@ import (
 // user who reads subctl's output, or a script that greps it, reads
 // Snorkel's the same way.
 type status struct {
-	out    io.Writer
-	step   string
-	failed bool
-	notes  []statusNote
+	out  io.Writer
+	step string
+	sec  statusline.Section
 }
-
-type statusNote struct{ mark, text string }
-
-// The marks of subctl's status lines.
-const (
-	markSuccess = "✓"
-	markWarning = "⚠"
-	markFailure = "✗"
-)
 
 func newStatus(out io.Writer) *status { return &status{out: out} }
 
@@ -38,23 +30,22 @@ func (s *status) start(format string, a ...any) {
 
 // success and warning note what the step found; outside a step they
 // print at once.
-func (s *status) success(format string, a ...any) { s.note(markSuccess, format, a...) }
-func (s *status) warning(format string, a ...any) { s.note(markWarning, format, a...) }
+func (s *status) success(format string, a ...any) { s.note(statusline.OK, format, a...) }
+func (s *status) warning(format string, a ...any) { s.note(statusline.Warn, format, a...) }
 
-func (s *status) note(mark, format string, a ...any) {
-	text := fmt.Sprintf(format, a...)
+func (s *status) note(m statusline.Mark, format string, a ...any) {
 	if s.step == "" {
-		fmt.Fprintf(s.out, " %s %s\n", mark, text)
+		statusline.Write(s.out, m, fmt.Sprintf(format, a...))
 		return
 	}
-	s.notes = append(s.notes, statusNote{mark, text})
+	s.sec.Add(m, format, a...)
 }
 
 // failure marks the step failed if err is not nil, and returns err: the
 // command prints it once, after the step's line.
 func (s *status) failure(err error) error {
 	if err != nil {
-		s.failed = true
+		s.sec.SetFailed()
 	}
 	return err
 }
@@ -64,18 +55,6 @@ func (s *status) end() {
 	if s.step == "" {
 		return
 	}
-	mark := markSuccess
-	for _, n := range s.notes {
-		if n.mark == markWarning {
-			mark = markWarning
-		}
-	}
-	if s.failed {
-		mark = markFailure
-	}
-	fmt.Fprintf(s.out, " %s %s\n", mark, s.step)
-	for _, n := range s.notes {
-		fmt.Fprintf(s.out, " %s %s\n", n.mark, n.text)
-	}
-	s.step, s.failed, s.notes = "", false, nil
+	s.sec.Print(s.out, s.step)
+	s.step, s.sec = "", statusline.Section{}
 }

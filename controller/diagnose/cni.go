@@ -67,18 +67,18 @@ func detectCNI(dss []appsv1.DaemonSet) string {
 func checkCNI(ctx context.Context, c *cluster, r *result) {
 	dss, err := c.kc.AppsV1().DaemonSets(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		r.fail("Cannot list the DaemonSets to find the CNI network plugin: %v", err)
+		r.Fail("Cannot list the DaemonSets to find the CNI network plugin: %v", err)
 		return
 	}
 	plugin := detectCNI(dss.Items)
 	why, known := cniSupport[plugin]
 	switch {
 	case !known:
-		r.warn("Snorkel could not detect the CNI network plugin; it works with any plugin that routes pod traffic through the node's routing table and leaves the remote clusters' CIDRs unmasqueraded")
+		r.Warn("Snorkel could not detect the CNI network plugin; it works with any plugin that routes pod traffic through the node's routing table and leaves the remote clusters' CIDRs unmasqueraded")
 	case why != "":
-		r.fail("The detected CNI network plugin (%q) is not supported: %s", plugin, why)
+		r.Fail("The detected CNI network plugin (%q) is not supported: %s", plugin, why)
 	default:
-		r.ok("The detected CNI network plugin (%q) is supported", plugin)
+		r.Success("The detected CNI network plugin (%q) is supported", plugin)
 	}
 	if plugin == cniCalico || plugin == cniCanal {
 		checkCalicoPools(ctx, c, r)
@@ -96,31 +96,31 @@ func checkCalicoPools(ctx context.Context, c *cluster, r *result) {
 	fix := "create them with `snorkel calico ippools --cluster " + c.agent.ClusterID + " --broker-info broker-info.subm | calicoctl apply -f -`"
 	_, bdyn, err := c.broker()
 	if err != nil {
-		r.fail("%v", err)
+		r.Fail("%v", err)
 		return
 	}
 	list, err := bdyn.Resource(submv1.ClusterResource).Namespace(c.agent.BrokerNamespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		r.fail("Cannot read the broker's Clusters: %v", err)
+		r.Fail("Cannot read the broker's Clusters: %v", err)
 		return
 	}
 	clusters := make([]submv1.Cluster, 0, len(list.Items))
 	for i := range list.Items {
 		cl, err := submv1.FromUnstructured[submv1.Cluster](&list.Items[i])
 		if err != nil {
-			r.fail("The broker's Cluster %s: %v", list.Items[i].GetName(), err)
+			r.Fail("The broker's Cluster %s: %v", list.Items[i].GetName(), err)
 			return
 		}
 		clusters = append(clusters, *cl)
 	}
 	want, err := calico.Pools(c.agent.ClusterID, clusters)
 	if err != nil {
-		r.fail("Cannot tell the IPPools Calico needs: %v", err)
+		r.Fail("Cannot tell the IPPools Calico needs: %v", err)
 		return
 	}
 	pools, err := c.dyn.Resource(calicoPoolResource).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		r.fail("Cannot read Calico's IPPools (%s): %v: %s", calicoPoolResource.GroupResource(), err, fix)
+		r.Fail("Cannot read Calico's IPPools (%s): %v: %s", calicoPoolResource.GroupResource(), err, fix)
 		return
 	}
 	have := map[netip.Prefix]*unstructured.Unstructured{}
@@ -136,18 +136,18 @@ func checkCalicoPools(ctx context.Context, c *cluster, r *result) {
 		pool, ok := have[p]
 		if !ok {
 			bad++
-			r.fail("No Calico IPPool for the %s %s of cluster %q: Calico masquerades pod traffic to it; %s", w.What, p, w.Cluster, fix)
+			r.Fail("No Calico IPPool for the %s %s of cluster %q: Calico masquerades pod traffic to it; %s", w.What, p, w.Cluster, fix)
 			continue
 		}
 		disabled, _, _ := unstructured.NestedBool(pool.Object, "spec", "disabled")
 		nat, _, _ := unstructured.NestedBool(pool.Object, "spec", "natOutgoing")
 		if !disabled || nat {
 			bad++
-			r.fail("The Calico IPPool %q for the %s %s of cluster %q has disabled %v and natOutgoing %v, want true and false: %s",
+			r.Fail("The Calico IPPool %q for the %s %s of cluster %q has disabled %v and natOutgoing %v, want true and false: %s",
 				pool.GetName(), w.What, p, w.Cluster, disabled, nat, fix)
 		}
 	}
 	if bad == 0 {
-		r.ok("Calico has the %d IPPools that keep it from masquerading traffic to the other clusters", len(want))
+		r.Success("Calico has the %d IPPools that keep it from masquerading traffic to the other clusters", len(want))
 	}
 }

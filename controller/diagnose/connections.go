@@ -31,11 +31,11 @@ func (c *cluster) listGateways(ctx context.Context) ([]submv1.Gateway, error) {
 func activeGateway(ctx context.Context, c *cluster, r *result) *submv1.Gateway {
 	gws, err := c.listGateways(ctx)
 	if err != nil {
-		r.fail("Cannot read the Gateways: %v", err)
+		r.Fail("Cannot read the Gateways: %v", err)
 		return nil
 	}
 	if len(gws) == 0 {
-		r.fail("No Gateway objects in namespace %s: no agent runs on a gateway node; see `snorkel diagnose deployment`", c.ns)
+		r.Fail("No Gateway objects in namespace %s: no agent runs on a gateway node; see `snorkel diagnose deployment`", c.ns)
 		return nil
 	}
 	for i := range gws {
@@ -43,7 +43,7 @@ func activeGateway(ctx context.Context, c *cluster, r *result) *submv1.Gateway {
 			return &gws[i]
 		}
 	}
-	r.fail("None of the %d gateways is active: the agents elect one through the Lease snorkel-gateway in %s; see their logs", len(gws), c.ns)
+	r.Fail("None of the %d gateways is active: the agents elect one through the Lease snorkel-gateway in %s; see their logs", len(gws), c.ns)
 	return nil
 }
 
@@ -53,10 +53,10 @@ func checkConnections(ctx context.Context, c *cluster, r *result) {
 		return
 	}
 	if g.Status.StatusFailure != "" {
-		r.fail("Gateway %q reports a failure: %s", g.Name, g.Status.StatusFailure)
+		r.Fail("Gateway %q reports a failure: %s", g.Name, g.Status.StatusFailure)
 	}
 	if len(g.Status.Connections) == 0 {
-		r.fail("There are no connections on gateway %q: no other cluster with cable driver %s has joined the broker, or its gateway publishes no Endpoint; see `snorkel show endpoints` in each cluster",
+		r.Fail("There are no connections on gateway %q: no other cluster with cable driver %s has joined the broker, or its gateway publishes no Endpoint; see `snorkel show endpoints` in each cluster",
 			g.Name, c.agent.CableDriver)
 		return
 	}
@@ -69,14 +69,14 @@ func checkConnections(ctx context.Context, c *cluster, r *result) {
 			established++
 			r.detail("Connection to cluster %q (%s, %s) is established", ep.ClusterID, ep.Hostname, ep.Backend)
 		case submv1.Connecting:
-			r.fail("Connection to cluster %q is in progress: %s: if it stays so, UDP port %d must be open between the gateways both ways (see `snorkel diagnose firewall`)",
+			r.Fail("Connection to cluster %q is in progress: %s: if it stays so, UDP port %d must be open between the gateways both ways (see `snorkel diagnose firewall`)",
 				ep.ClusterID, message(conn), c.agent.Port())
 		default:
-			r.fail("Connection to cluster %q is not established: %s: %s", ep.ClusterID, message(conn), connectionFix(conn, c.agent.Port()))
+			r.Fail("Connection to cluster %q is not established: %s: %s", ep.ClusterID, message(conn), connectionFix(conn, c.agent.Port()))
 		}
 	}
 	if established == len(g.Status.Connections) {
-		r.ok("All %d connections of gateway %q are established", established, g.Name)
+		r.Success("All %d connections of gateway %q are established", established, g.Name)
 	}
 }
 

@@ -33,7 +33,7 @@ func checkDeployment(ctx context.Context, c *cluster, r *result) {
 func checkAgentSecret(ctx context.Context, c *cluster, r *result) {
 	s, err := c.kc.CoreV1().Secrets(c.ns).Get(ctx, api.AgentSecretName, metav1.GetOptions{})
 	if err != nil {
-		r.fail("Cannot read the agent Secret %s/%s: %v: %s", c.ns, api.AgentSecretName, err, rejoin)
+		r.Fail("Cannot read the agent Secret %s/%s: %v: %s", c.ns, api.AgentSecretName, err, rejoin)
 		return
 	}
 	var missing []string
@@ -43,16 +43,16 @@ func checkAgentSecret(ctx context.Context, c *cluster, r *result) {
 		}
 	}
 	if len(missing) > 0 {
-		r.fail("The agent Secret %s/%s lacks the keys %s: %s", c.ns, api.AgentSecretName, strings.Join(missing, ", "), rejoin)
+		r.Fail("The agent Secret %s/%s lacks the keys %s: %s", c.ns, api.AgentSecretName, strings.Join(missing, ", "), rejoin)
 		return
 	}
-	r.ok("The agent Secret %s/%s holds the configuration of cluster %q", c.ns, api.AgentSecretName, c.agent.ClusterID)
+	r.Success("The agent Secret %s/%s holds the configuration of cluster %q", c.ns, api.AgentSecretName, c.agent.ClusterID)
 }
 
 func checkCRDs(ctx context.Context, c *cluster, r *result) {
 	crds, err := deploy.CRDs()
 	if err != nil {
-		r.fail("Cannot read Snorkel's CRDs: %v", err)
+		r.Fail("Cannot read Snorkel's CRDs: %v", err)
 		return
 	}
 	var missing []string
@@ -62,66 +62,66 @@ func checkCRDs(ctx context.Context, c *cluster, r *result) {
 		case apierrors.IsNotFound(err):
 			missing = append(missing, u.GetName())
 		case err != nil:
-			r.fail("Cannot read the CRD %s: %v", u.GetName(), err)
+			r.Fail("Cannot read the CRD %s: %v", u.GetName(), err)
 			return
 		}
 	}
 	if len(missing) > 0 {
 		slices.Sort(missing)
-		r.fail("The CRDs %s are missing: %s", strings.Join(missing, ", "), rejoin)
+		r.Fail("The CRDs %s are missing: %s", strings.Join(missing, ", "), rejoin)
 		return
 	}
-	r.ok("All %d CRDs are installed", len(crds))
+	r.Success("All %d CRDs are installed", len(crds))
 }
 
 func checkGatewayNodes(ctx context.Context, c *cluster, r *result) {
 	nodes, err := c.kc.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: broker.GatewayLabel + "=true"})
 	if err != nil {
-		r.fail("Cannot list the gateway nodes: %v", err)
+		r.Fail("Cannot list the gateway nodes: %v", err)
 		return
 	}
 	if len(nodes.Items) == 0 {
-		r.fail("No node is labelled as a gateway: label one with `kubectl label node NODE %s=true`", broker.GatewayLabel)
+		r.Fail("No node is labelled as a gateway: label one with `kubectl label node NODE %s=true`", broker.GatewayLabel)
 		return
 	}
 	names := make([]string, len(nodes.Items))
 	for i := range nodes.Items {
 		names[i] = nodes.Items[i].Name
 	}
-	r.ok("Gateway nodes (%s=true): %s", broker.GatewayLabel, strings.Join(names, ", "))
+	r.Success("Gateway nodes (%s=true): %s", broker.GatewayLabel, strings.Join(names, ", "))
 }
 
 func checkAgentDaemonSet(ctx context.Context, c *cluster, r *result) {
 	ds, err := c.kc.AppsV1().DaemonSets(c.ns).Get(ctx, broker.AgentDaemonSet, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		r.fail("The agent DaemonSet %s/%s is missing: %s", c.ns, broker.AgentDaemonSet, rejoin)
+		r.Fail("The agent DaemonSet %s/%s is missing: %s", c.ns, broker.AgentDaemonSet, rejoin)
 		return
 	}
 	if err != nil {
-		r.fail("Cannot read the agent DaemonSet %s/%s: %v", c.ns, broker.AgentDaemonSet, err)
+		r.Fail("Cannot read the agent DaemonSet %s/%s: %v", c.ns, broker.AgentDaemonSet, err)
 		return
 	}
 	desired, ready := ds.Status.DesiredNumberScheduled, ds.Status.NumberReady
 	switch {
 	case desired == 0:
-		r.fail("The agent DaemonSet %s/%s runs on no node: label a gateway node with `kubectl label node NODE %s=true`, and check that its taints are tolerated",
+		r.Fail("The agent DaemonSet %s/%s runs on no node: label a gateway node with `kubectl label node NODE %s=true`, and check that its taints are tolerated",
 			c.ns, broker.AgentDaemonSet, broker.GatewayLabel)
 	case ready < desired:
-		r.fail("The agent DaemonSet %s/%s has %d of %d pods ready: see `kubectl -n %s describe pods -l %s` and their logs",
+		r.Fail("The agent DaemonSet %s/%s has %d of %d pods ready: see `kubectl -n %s describe pods -l %s` and their logs",
 			c.ns, broker.AgentDaemonSet, ready, desired, c.ns, metav1.FormatLabelSelector(ds.Spec.Selector))
 	default:
-		r.ok("The agent DaemonSet %s/%s has all %d pods ready", c.ns, broker.AgentDaemonSet, desired)
+		r.Success("The agent DaemonSet %s/%s has all %d pods ready", c.ns, broker.AgentDaemonSet, desired)
 	}
 }
 
 func checkDNSDeployment(ctx context.Context, c *cluster, r *result) {
 	d, err := c.kc.AppsV1().Deployments(c.ns).Get(ctx, broker.DNSDeployment, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		r.fail("The dnsd Deployment %s/%s is missing: %s", c.ns, broker.DNSDeployment, rejoin)
+		r.Fail("The dnsd Deployment %s/%s is missing: %s", c.ns, broker.DNSDeployment, rejoin)
 		return
 	}
 	if err != nil {
-		r.fail("Cannot read the dnsd Deployment %s/%s: %v", c.ns, broker.DNSDeployment, err)
+		r.Fail("Cannot read the dnsd Deployment %s/%s: %v", c.ns, broker.DNSDeployment, err)
 		return
 	}
 	desired := int32(1)
@@ -130,9 +130,9 @@ func checkDNSDeployment(ctx context.Context, c *cluster, r *result) {
 	}
 	ready := d.Status.ReadyReplicas
 	if ready < desired {
-		r.fail("The dnsd Deployment %s/%s has %d of %d replicas ready: see `kubectl -n %s describe deployment %s` and its pods' logs",
+		r.Fail("The dnsd Deployment %s/%s has %d of %d replicas ready: see `kubectl -n %s describe deployment %s` and its pods' logs",
 			c.ns, broker.DNSDeployment, ready, desired, c.ns, broker.DNSDeployment)
 		return
 	}
-	r.ok("The dnsd Deployment %s/%s has all %d replicas ready", c.ns, broker.DNSDeployment, desired)
+	r.Success("The dnsd Deployment %s/%s has all %d replicas ready", c.ns, broker.DNSDeployment, desired)
 }

@@ -15,6 +15,7 @@ import (
 	mcsclient "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
 
 	"github.com/snorkel-net/snorkel/controller/api"
+	"github.com/snorkel-net/snorkel/controller/internal/statusline"
 	"github.com/snorkel-net/snorkel/controller/show"
 )
 
@@ -123,7 +124,7 @@ func Run(ctx context.Context, check Check, targets []show.Target, o Options) err
 		}
 		c, err := open(ctx, t, o)
 		if err != nil {
-			fmt.Fprintf(o.Out, " %s %v\n", markFail, err)
+			statusline.Write(o.Out, statusline.Fail, err.Error())
 			errs = append(errs, err)
 		}
 		for i, name := range run {
@@ -134,14 +135,14 @@ func Run(ctx context.Context, check Check, targets []show.Target, o Options) err
 				fmt.Fprintln(o.Out)
 			}
 			def := checks[name]
-			r := &result{verbose: o.Verbose}
+			r := newResult(o.Verbose)
 			if def.needsAgent && c.agent == nil {
-				r.warn("Snorkel is not installed in context %q (no Secret %s/%s): run `snorkel join` for this cluster", t.Context, c.ns, api.AgentSecretName)
+				r.Warn("Snorkel is not installed in context %q (no Secret %s/%s): run `snorkel join` for this cluster", t.Context, c.ns, api.AgentSecretName)
 			} else {
 				def.run(ctx, c, r)
 			}
-			r.print(o.Out, def.title)
-			failed = failed || r.failed()
+			r.Print(o.Out, def.title)
+			failed = failed || r.Failed()
 		}
 		if o.Header {
 			fmt.Fprintln(o.Out)

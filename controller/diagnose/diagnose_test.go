@@ -23,6 +23,7 @@ import (
 	"github.com/snorkel-net/snorkel/controller/api"
 	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
 	"github.com/snorkel-net/snorkel/controller/broker"
+	"github.com/snorkel-net/snorkel/controller/internal/statusline"
 	"github.com/snorkel-net/snorkel/controller/kubelocal"
 	"github.com/snorkel-net/snorkel/controller/kubelocal/kubetest"
 	"github.com/snorkel-net/snorkel/controller/show"
@@ -550,21 +551,21 @@ func setRemoteGlobalCIDR(t *testing.T, b *kubelocal.Server, m *member, id, cidr 
 func TestJudgeVersion(t *testing.T) {
 	for _, tc := range []struct {
 		name, git, major, minor string
-		want                    mark
+		want                    statusline.Mark
 		text                    string
 	}{
-		{"the tested version is supported", "v1.37.2", "1", "37", markOK, "Kubernetes v1.37 (v1.37.2) is supported (v1.29 to v1.37)"},
-		{"the oldest supported version is supported", "v1.29.0", "1", "29", markOK, "is supported"},
-		{"a managed cluster's minor with a plus is read", "v1.30.4-eks", "1", "30+", markOK, "is supported"},
-		{"an older version fails naming the upgrade", "v1.28.9", "1", "28", markFail, "is older than Snorkel supports (v1.29 to v1.37): upgrade the cluster to v1.29 or newer"},
-		{"a newer version warns", "v1.38.0", "1", "38", markWarn, "is newer than Snorkel is tested on"},
-		{"an unreadable version fails", "v2.0.0", "2", "0", markFail, "Cannot tell Kubernetes version"},
+		{"the tested version is supported", "v1.37.2", "1", "37", statusline.OK, "Kubernetes v1.37 (v1.37.2) is supported (v1.29 to v1.37)"},
+		{"the oldest supported version is supported", "v1.29.0", "1", "29", statusline.OK, "is supported"},
+		{"a managed cluster's minor with a plus is read", "v1.30.4-eks", "1", "30+", statusline.OK, "is supported"},
+		{"an older version fails naming the upgrade", "v1.28.9", "1", "28", statusline.Fail, "is older than Snorkel supports (v1.29 to v1.37): upgrade the cluster to v1.29 or newer"},
+		{"a newer version warns", "v1.38.0", "1", "38", statusline.Warn, "is newer than Snorkel is tested on"},
+		{"an unreadable version fails", "v2.0.0", "2", "0", statusline.Fail, "Cannot tell Kubernetes version"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := &result{}
+			r := newResult(false)
 			judgeVersion(r, tc.git, tc.major, tc.minor)
-			if len(r.lines) != 1 || r.lines[0].mark != tc.want || !strings.Contains(r.lines[0].text, tc.text) {
-				t.Errorf("%+v, want %s %q", r.lines, tc.want, tc.text)
+			if len(r.Notes()) != 1 || r.Notes()[0].Mark != tc.want || !strings.Contains(r.Notes()[0].Text, tc.text) {
+				t.Errorf("%+v, want %s %q", r.Notes(), tc.want, tc.text)
 			}
 		})
 	}

@@ -24,11 +24,11 @@ import (
 func checkFirewall(ctx context.Context, c *cluster, r *result) {
 	running, err := runningAgents(ctx, c)
 	if err != nil {
-		r.fail("%v", err)
+		r.Fail("%v", err)
 		return
 	}
 	if running == 0 {
-		r.warn("Skipped: needs running gateway pods, and no pod of the agent DaemonSet %s/%s runs; see `snorkel diagnose deployment`", c.ns, broker.AgentDaemonSet)
+		r.Warn("Skipped: needs running gateway pods, and no pod of the agent DaemonSet %s/%s runs; see `snorkel diagnose deployment`", c.ns, broker.AgentDaemonSet)
 		return
 	}
 	g := activeGateway(ctx, c, r)
@@ -43,16 +43,16 @@ func checkFirewall(ctx context.Context, c *cluster, r *result) {
 		port := remotePort(ep, c.agent.Port())
 		switch {
 		case conn.Status != submv1.Connected:
-			r.fail("No tunnel traffic with cluster %q at %s: open UDP port %d both ways between the gateways (to %s:%d, and from it to this gateway's port %d), in the nodes' firewalls and the cloud's security groups",
+			r.Fail("No tunnel traffic with cluster %q at %s: open UDP port %d both ways between the gateways (to %s:%d, and from it to this gateway's port %d), in the nodes' firewalls and the cloud's security groups",
 				ep.ClusterID, addr, port, addr, port, c.agent.Port())
 		case c.agent.HealthCheckOff:
 			open++
-			r.warn("UDP port %d to cluster %q at %s carries the tunnel; health checks are off in this cluster (--health-check=false), so the health-check path is not tested", port, ep.ClusterID, addr)
+			r.Warn("UDP port %d to cluster %q at %s carries the tunnel; health checks are off in this cluster (--health-check=false), so the health-check path is not tested", port, ep.ClusterID, addr)
 		case ep.HealthCheckIP == "":
 			open++
-			r.warn("UDP port %d to cluster %q at %s carries the tunnel; its gateway publishes no health-check IP (agent --health-check-ip), so the health-check path is not tested", port, ep.ClusterID, addr)
+			r.Warn("UDP port %d to cluster %q at %s carries the tunnel; its gateway publishes no health-check IP (agent --health-check-ip), so the health-check path is not tested", port, ep.ClusterID, addr)
 		case conn.LatencyRTT == nil || conn.LatencyRTT.Last == "":
-			r.fail("The tunnel to cluster %q is up, but no health-check probe to %s came back: the remote's firewall must let ICMP echo from this cluster's health-check IP in over the tunnel device",
+			r.Fail("The tunnel to cluster %q is up, but no health-check probe to %s came back: the remote's firewall must let ICMP echo from this cluster's health-check IP in over the tunnel device",
 				ep.ClusterID, ep.HealthCheckIP)
 		default:
 			open++
@@ -60,7 +60,7 @@ func checkFirewall(ctx context.Context, c *cluster, r *result) {
 		}
 	}
 	if open == len(g.Status.Connections) {
-		r.ok("The tunnel port is open to all %d remote gateways", open)
+		r.Success("The tunnel port is open to all %d remote gateways", open)
 	}
 }
 

@@ -18,12 +18,12 @@ import (
 
 func checkGlobalnet(ctx context.Context, c *cluster, r *result) {
 	if c.agent.GlobalCIDR == "" {
-		r.ok("Globalnet is not enabled in this cluster; skipped")
+		r.Success("Globalnet is not enabled in this cluster; skipped")
 		return
 	}
 	own, err := netip.ParsePrefix(c.agent.GlobalCIDR)
 	if err != nil {
-		r.fail("The agent Secret's global CIDR %q is not a CIDR: %s", c.agent.GlobalCIDR, rejoin)
+		r.Fail("The agent Secret's global CIDR %q is not a CIDR: %s", c.agent.GlobalCIDR, rejoin)
 		return
 	}
 	checkGlobalCIDR(ctx, c, r, own)
@@ -36,34 +36,34 @@ func checkGlobalnet(ctx context.Context, c *cluster, r *result) {
 func checkGlobalCIDR(ctx context.Context, c *cluster, r *result, own netip.Prefix) {
 	bkc, bdyn, err := c.broker()
 	if err != nil {
-		r.fail("%v", err)
+		r.Fail("%v", err)
 		return
 	}
 	cm, err := bkc.CoreV1().ConfigMaps(c.agent.BrokerNamespace).Get(ctx, api.GlobalnetConfigMapName, metav1.GetOptions{})
 	if err != nil {
-		r.fail("Cannot read the broker's Globalnet ConfigMap %s/%s: %v", c.agent.BrokerNamespace, api.GlobalnetConfigMapName, err)
+		r.Fail("Cannot read the broker's Globalnet ConfigMap %s/%s: %v", c.agent.BrokerNamespace, api.GlobalnetConfigMapName, err)
 		return
 	}
 	rng, err := globalnetRange(cm)
 	switch {
 	case err != nil:
-		r.fail("%v", err)
+		r.Fail("%v", err)
 	case !rng.Contains(own.Addr()) || own.Bits() < rng.Bits():
-		r.fail("The global CIDR %s of cluster %q is outside the broker's Globalnet range %s: join again with a --globalnet-cidr inside %s",
+		r.Fail("The global CIDR %s of cluster %q is outside the broker's Globalnet range %s: join again with a --globalnet-cidr inside %s",
 			own, c.agent.ClusterID, rng, rng)
 	default:
-		r.ok("The global CIDR %s is inside the broker's Globalnet range %s", own, rng)
+		r.Success("The global CIDR %s is inside the broker's Globalnet range %s", own, rng)
 	}
 	list, err := bdyn.Resource(submv1.ClusterResource).Namespace(c.agent.BrokerNamespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		r.fail("Cannot read the broker's Clusters: %v", err)
+		r.Fail("Cannot read the broker's Clusters: %v", err)
 		return
 	}
 	overlaps := 0
 	for i := range list.Items {
 		other, err := submv1.FromUnstructured[submv1.Cluster](&list.Items[i])
 		if err != nil {
-			r.fail("The broker's Cluster %s: %v", list.Items[i].GetName(), err)
+			r.Fail("The broker's Cluster %s: %v", list.Items[i].GetName(), err)
 			continue
 		}
 		if other.Spec.ClusterID == c.agent.ClusterID {
@@ -73,13 +73,13 @@ func checkGlobalCIDR(ctx context.Context, c *cluster, r *result, own netip.Prefi
 			p, err := netip.ParsePrefix(s)
 			if err == nil && p.Overlaps(own) {
 				overlaps++
-				r.fail("The global CIDR %s of cluster %q overlaps %s of cluster %q: global CIDRs must be disjoint; make one of them leave (`snorkel uninstall`) and join again with a free --globalnet-cidr",
+				r.Fail("The global CIDR %s of cluster %q overlaps %s of cluster %q: global CIDRs must be disjoint; make one of them leave (`snorkel uninstall`) and join again with a free --globalnet-cidr",
 					own, c.agent.ClusterID, p, other.Spec.ClusterID)
 			}
 		}
 	}
 	if overlaps == 0 {
-		r.ok("The global CIDR %s overlaps no other cluster's (%d on the broker)", own, len(list.Items))
+		r.Success("The global CIDR %s overlaps no other cluster's (%d on the broker)", own, len(list.Items))
 	}
 }
 
@@ -105,27 +105,27 @@ func globalnetRange(cm *corev1.ConfigMap) (netip.Prefix, error) {
 func checkClusterEgress(ctx context.Context, c *cluster, r *result, own netip.Prefix) {
 	u, err := c.dyn.Resource(submv1.ClusterGlobalEgressIPResource).Get(ctx, submv1.ClusterGlobalEgressIPName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		r.fail("There is no ClusterGlobalEgressIP %s: the active gateway's agent creates it; see `snorkel diagnose connections` and the agent's log", submv1.ClusterGlobalEgressIPName)
+		r.Fail("There is no ClusterGlobalEgressIP %s: the active gateway's agent creates it; see `snorkel diagnose connections` and the agent's log", submv1.ClusterGlobalEgressIPName)
 		return
 	}
 	if err != nil {
-		r.fail("Cannot read the ClusterGlobalEgressIP %s: %v", submv1.ClusterGlobalEgressIPName, err)
+		r.Fail("Cannot read the ClusterGlobalEgressIP %s: %v", submv1.ClusterGlobalEgressIPName, err)
 		return
 	}
 	eg, err := submv1.FromUnstructured[submv1.ClusterGlobalEgressIP](u)
 	if err != nil {
-		r.fail("The ClusterGlobalEgressIP %s: %v", submv1.ClusterGlobalEgressIPName, err)
+		r.Fail("The ClusterGlobalEgressIP %s: %v", submv1.ClusterGlobalEgressIPName, err)
 		return
 	}
 	if len(eg.Status.AllocatedIPs) == 0 {
-		r.fail("The ClusterGlobalEgressIP %s has no IPs allocated%s", submv1.ClusterGlobalEgressIPName, allocatedWhy(eg.Status.Conditions, submv1.GlobalEgressIPAllocated))
+		r.Fail("The ClusterGlobalEgressIP %s has no IPs allocated%s", submv1.ClusterGlobalEgressIPName, allocatedWhy(eg.Status.Conditions, submv1.GlobalEgressIPAllocated))
 		return
 	}
 	if out := outside(own, eg.Status.AllocatedIPs); out != "" {
-		r.fail("The ClusterGlobalEgressIP %s holds %s, outside the global CIDR %s: delete it and the agent allocates it again", submv1.ClusterGlobalEgressIPName, out, own)
+		r.Fail("The ClusterGlobalEgressIP %s holds %s, outside the global CIDR %s: delete it and the agent allocates it again", submv1.ClusterGlobalEgressIPName, out, own)
 		return
 	}
-	r.ok("The cluster's egress IPs are allocated: %s", strings.Join(eg.Status.AllocatedIPs, ", "))
+	r.Success("The cluster's egress IPs are allocated: %s", strings.Join(eg.Status.AllocatedIPs, ", "))
 }
 
 // checkIngressIPs checks that every exported ClusterIP service has its
@@ -133,7 +133,7 @@ func checkClusterEgress(ctx context.Context, c *cluster, r *result, own netip.Pr
 func checkIngressIPs(ctx context.Context, c *cluster, r *result, own netip.Prefix) {
 	exports, err := c.mcs.MulticlusterV1alpha1().ServiceExports(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		r.fail("Cannot list the ServiceExports: %v", err)
+		r.Fail("Cannot list the ServiceExports: %v", err)
 		return
 	}
 	n, bad := 0, 0
@@ -151,26 +151,26 @@ func checkIngressIPs(ctx context.Context, c *cluster, r *result, own netip.Prefi
 		u, err := c.dyn.Resource(submv1.GlobalIngressIPResource).Namespace(se.Namespace).Get(ctx, se.Name, metav1.GetOptions{})
 		if err != nil {
 			bad++
-			r.fail("Exported service %s has no GlobalIngressIP (%v): the active gateway's agent allocates it; see its log", name, err)
+			r.Fail("Exported service %s has no GlobalIngressIP (%v): the active gateway's agent allocates it; see its log", name, err)
 			continue
 		}
 		in, err := submv1.FromUnstructured[submv1.GlobalIngressIP](u)
 		switch {
 		case err != nil:
 			bad++
-			r.fail("The GlobalIngressIP %s: %v", name, err)
+			r.Fail("The GlobalIngressIP %s: %v", name, err)
 		case in.Status.AllocatedIP == "":
 			bad++
-			r.fail("Exported service %s has no global IP allocated%s", name, allocatedWhy(in.Status.Conditions, submv1.GlobalEgressIPAllocated))
+			r.Fail("Exported service %s has no global IP allocated%s", name, allocatedWhy(in.Status.Conditions, submv1.GlobalEgressIPAllocated))
 		case outside(own, []string{in.Status.AllocatedIP}) != "":
 			bad++
-			r.fail("Exported service %s has global IP %s, outside the global CIDR %s: delete its GlobalIngressIP and the agent allocates it again", name, in.Status.AllocatedIP, own)
+			r.Fail("Exported service %s has global IP %s, outside the global CIDR %s: delete its GlobalIngressIP and the agent allocates it again", name, in.Status.AllocatedIP, own)
 		default:
 			r.detail("Exported service %s has global IP %s", name, in.Status.AllocatedIP)
 		}
 	}
 	if bad == 0 {
-		r.ok("All %d exported ClusterIP services have a global IP", n)
+		r.Success("All %d exported ClusterIP services have a global IP", n)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 
+	"github.com/snorkel-net/snorkel/controller/internal/statusline"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
@@ -20,30 +21,30 @@ const (
 // under Globalnet, to a ClusterIP that kube-proxy balances on the gateway
 // node; every mode that serves ClusterIPs to routed traffic does.
 var kubeProxyModes = map[string]struct {
-	mark mark
+	mark statusline.Mark
 	note string
 }{
-	"iptables": {markOK, "supported"},
-	"nftables": {markOK, "supported"},
-	"ipvs":     {markWarn, "not covered by Snorkel's tests: pod-to-pod traffic does not depend on it, but a Globalnet ingress to a ClusterIP is balanced by it on the gateway node"},
+	"iptables": {statusline.OK, "supported"},
+	"nftables": {statusline.OK, "supported"},
+	"ipvs":     {statusline.Warn, "not covered by Snorkel's tests: pod-to-pod traffic does not depend on it, but a Globalnet ingress to a ClusterIP is balanced by it on the gateway node"},
 }
 
 func checkKubeProxyMode(ctx context.Context, c *cluster, r *result) {
 	cm, err := c.kc.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(ctx, kubeProxyConfigMap, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		r.warn("No ConfigMap %s/%s: kube-proxy is not deployed by kubeadm, or a CNI replaces it; Snorkel needs ClusterIPs served to traffic routed from the gateway",
+		r.Warn("No ConfigMap %s/%s: kube-proxy is not deployed by kubeadm, or a CNI replaces it; Snorkel needs ClusterIPs served to traffic routed from the gateway",
 			metav1.NamespaceSystem, kubeProxyConfigMap)
 		return
 	}
 	if err != nil {
-		r.fail("Cannot read the kube-proxy ConfigMap %s/%s: %v", metav1.NamespaceSystem, kubeProxyConfigMap, err)
+		r.Fail("Cannot read the kube-proxy ConfigMap %s/%s: %v", metav1.NamespaceSystem, kubeProxyConfigMap, err)
 		return
 	}
 	var cfg struct {
 		Mode string `json:"mode"`
 	}
 	if err := yaml.Unmarshal([]byte(cm.Data[kubeProxyConfigKey]), &cfg); err != nil {
-		r.fail("The kube-proxy configuration (%s/%s key %s) is not YAML: %v", metav1.NamespaceSystem, kubeProxyConfigMap, kubeProxyConfigKey, err)
+		r.Fail("The kube-proxy configuration (%s/%s key %s) is not YAML: %v", metav1.NamespaceSystem, kubeProxyConfigMap, kubeProxyConfigKey, err)
 		return
 	}
 	mode := strings.TrimSpace(cfg.Mode)
@@ -53,8 +54,8 @@ func checkKubeProxyMode(ctx context.Context, c *cluster, r *result) {
 	}
 	m, ok := kubeProxyModes[mode]
 	if !ok {
-		r.fail("The kube-proxy mode %q is not supported: use iptables or nftables (`mode:` in %s/%s key %s)", mode, metav1.NamespaceSystem, kubeProxyConfigMap, kubeProxyConfigKey)
+		r.Fail("The kube-proxy mode %q is not supported: use iptables or nftables (`mode:` in %s/%s key %s)", mode, metav1.NamespaceSystem, kubeProxyConfigMap, kubeProxyConfigKey)
 		return
 	}
-	r.add(m.mark, "The kube-proxy mode %q is %s", mode, m.note)
+	r.Add(m.mark, "The kube-proxy mode %q is %s", mode, m.note)
 }

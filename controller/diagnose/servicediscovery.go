@@ -18,7 +18,7 @@ const corefileKey = "Corefile"
 
 func checkServiceDiscovery(ctx context.Context, c *cluster, r *result) {
 	if !c.agent.ServiceDiscovery {
-		r.warn("Service discovery is not enabled on the broker this cluster joined; skipped")
+		r.Warn("Service discovery is not enabled on the broker this cluster joined; skipped")
 		return
 	}
 	if ip := checkDNSService(ctx, c, r); ip != "" {
@@ -31,14 +31,14 @@ func checkServiceDiscovery(ctx context.Context, c *cluster, r *result) {
 func checkDNSService(ctx context.Context, c *cluster, r *result) string {
 	svc, err := c.kc.CoreV1().Services(c.ns).Get(ctx, broker.DNSService, metav1.GetOptions{})
 	if err != nil {
-		r.fail("Cannot read dnsd's Service %s/%s: %v: %s", c.ns, broker.DNSService, err, rejoin)
+		r.Fail("Cannot read dnsd's Service %s/%s: %v: %s", c.ns, broker.DNSService, err, rejoin)
 		return ""
 	}
 	if svc.Spec.ClusterIP == "" || svc.Spec.ClusterIP == "None" {
-		r.fail("dnsd's Service %s/%s has no ClusterIP for CoreDNS to forward to: delete it and %s", c.ns, broker.DNSService, rejoin)
+		r.Fail("dnsd's Service %s/%s has no ClusterIP for CoreDNS to forward to: delete it and %s", c.ns, broker.DNSService, rejoin)
 		return ""
 	}
-	r.ok("dnsd's Service %s/%s is at %s", c.ns, broker.DNSService, svc.Spec.ClusterIP)
+	r.Success("dnsd's Service %s/%s is at %s", c.ns, broker.DNSService, svc.Spec.ClusterIP)
 	return svc.Spec.ClusterIP
 }
 
@@ -49,26 +49,26 @@ func checkCorefile(ctx context.Context, c *cluster, r *result, ip string) {
 	cm, err := c.kc.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(ctx, broker.CoreDNSConfigMap, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		stanza, _ := deploy.CoreDNSStanza(ip, c.agent.CustomDomains...)
-		r.warn("No ConfigMap %s/%s: make the cluster's DNS forward %s to %s, e.g. with this Corefile section:\n%s",
+		r.Warn("No ConfigMap %s/%s: make the cluster's DNS forward %s to %s, e.g. with this Corefile section:\n%s",
 			metav1.NamespaceSystem, broker.CoreDNSConfigMap, zones, ip, strings.TrimSpace(stanza))
 		return
 	}
 	if err != nil {
-		r.fail("Cannot read the CoreDNS ConfigMap %s/%s: %v", metav1.NamespaceSystem, broker.CoreDNSConfigMap, err)
+		r.Fail("Cannot read the CoreDNS ConfigMap %s/%s: %v", metav1.NamespaceSystem, broker.CoreDNSConfigMap, err)
 		return
 	}
 	corefile := cm.Data[corefileKey]
 	want, err := deploy.AddCoreDNSStanza(corefile, ip, c.agent.CustomDomains...)
 	if err != nil {
-		r.fail("Cannot tell the clusterset section of CoreDNS's Corefile: %v", err)
+		r.Fail("Cannot tell the clusterset section of CoreDNS's Corefile: %v", err)
 		return
 	}
 	if want != corefile {
-		r.fail("CoreDNS (%s/%s) does not forward %s to dnsd at %s: %s, or put this section at the top of its Corefile:\n%s",
+		r.Fail("CoreDNS (%s/%s) does not forward %s to dnsd at %s: %s, or put this section at the top of its Corefile:\n%s",
 			metav1.NamespaceSystem, broker.CoreDNSConfigMap, zones, ip, rejoin, strings.TrimSpace(strings.TrimSuffix(want, deploy.RemoveCoreDNSStanza(corefile))))
 		return
 	}
-	r.ok("CoreDNS (%s/%s) forwards %s to dnsd at %s", metav1.NamespaceSystem, broker.CoreDNSConfigMap, zones, ip)
+	r.Success("CoreDNS (%s/%s) forwards %s to dnsd at %s", metav1.NamespaceSystem, broker.CoreDNSConfigMap, zones, ip)
 }
 
 // checkExports checks that every ServiceExport has been imported back
@@ -76,7 +76,7 @@ func checkCorefile(ctx context.Context, c *cluster, r *result, ip string) {
 func checkExports(ctx context.Context, c *cluster, r *result) {
 	exports, err := c.mcs.MulticlusterV1alpha1().ServiceExports(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		r.fail("Cannot list the ServiceExports: %v", err)
+		r.Fail("Cannot list the ServiceExports: %v", err)
 		return
 	}
 	bad := 0
@@ -90,23 +90,23 @@ func checkExports(ctx context.Context, c *cluster, r *result) {
 			got := meta.FindStatusCondition(se.Status.Conditions, string(cond.typ))
 			if got != nil && got.Status != cond.want {
 				bad++
-				r.fail("ServiceExport %s is %s=%s (%s): %s", name, cond.typ, got.Status, got.Reason, exportFix(cond.typ, got.Message))
+				r.Fail("ServiceExport %s is %s=%s (%s): %s", name, cond.typ, got.Status, got.Reason, exportFix(cond.typ, got.Message))
 			}
 		}
 		_, err := c.mcs.MulticlusterV1alpha1().ServiceImports(se.Namespace).Get(ctx, se.Name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
 			bad++
-			r.fail("ServiceExport %s has no ServiceImport: the active gateway's agent exports it through the broker; see `snorkel diagnose connections` and the agent's log", name)
+			r.Fail("ServiceExport %s has no ServiceImport: the active gateway's agent exports it through the broker; see `snorkel diagnose connections` and the agent's log", name)
 		case err != nil:
 			bad++
-			r.fail("Cannot read the ServiceImport %s: %v", name, err)
+			r.Fail("Cannot read the ServiceImport %s: %v", name, err)
 		default:
 			r.detail("ServiceExport %s is imported", name)
 		}
 	}
 	if bad == 0 {
-		r.ok("All %d exported services are imported, with no conflict", len(exports.Items))
+		r.Success("All %d exported services are imported, with no conflict", len(exports.Items))
 	}
 }
 

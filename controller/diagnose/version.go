@@ -23,7 +23,7 @@ func SupportedVersions() string {
 func checkK8sVersion(_ context.Context, c *cluster, r *result) {
 	v, err := c.kc.Discovery().ServerVersion()
 	if err != nil {
-		r.fail("Cannot read the Kubernetes version: %v", err)
+		r.Fail("Cannot read the Kubernetes version: %v", err)
 		return
 	}
 	judgeVersion(r, v.GitVersion, v.Major, v.Minor)
@@ -34,15 +34,15 @@ func checkK8sVersion(_ context.Context, c *cluster, r *result) {
 func judgeVersion(r *result, gitVersion, major, minor string) {
 	mi, err := strconv.Atoi(strings.TrimSuffix(minor, "+"))
 	if major != "1" || err != nil {
-		r.fail("Cannot tell Kubernetes version %q (major %q, minor %q): Snorkel supports %s", gitVersion, major, minor, SupportedVersions())
+		r.Fail("Cannot tell Kubernetes version %q (major %q, minor %q): Snorkel supports %s", gitVersion, major, minor, SupportedVersions())
 		return
 	}
 	switch {
 	case mi < minMinor:
-		r.fail("Kubernetes v1.%d (%s) is older than Snorkel supports (%s): upgrade the cluster to v1.%d or newer", mi, gitVersion, SupportedVersions(), minMinor)
+		r.Fail("Kubernetes v1.%d (%s) is older than Snorkel supports (%s): upgrade the cluster to v1.%d or newer", mi, gitVersion, SupportedVersions(), minMinor)
 	case mi > testedMinor:
-		r.warn("Kubernetes v1.%d (%s) is newer than Snorkel is tested on (%s); it should work, report what does not", mi, gitVersion, SupportedVersions())
+		r.Warn("Kubernetes v1.%d (%s) is newer than Snorkel is tested on (%s); it should work, report what does not", mi, gitVersion, SupportedVersions())
 	default:
-		r.ok("Kubernetes v1.%d (%s) is supported (%s)", mi, gitVersion, SupportedVersions())
+		r.Success("Kubernetes v1.%d (%s) is supported (%s)", mi, gitVersion, SupportedVersions())
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/snorkel-net/snorkel/controller/api"
+	"github.com/snorkel-net/snorkel/controller/internal/statusline"
 	"github.com/snorkel-net/snorkel/controller/show"
 )
 
@@ -105,7 +106,7 @@ func Run(ctx context.Context, targets []show.Target, o Options) error {
 	var failed []string
 	for _, t := range targets {
 		if err := o.gatherCluster(ctx, t); err != nil {
-			statusLine(o.Status, markFail, capitalize(err.Error()))
+			statusline.Write(o.Status, statusline.Fail, statusline.Capitalize(err.Error()))
 			failed = append(failed, fmt.Sprintf("%q", t.Context))
 		}
 	}
@@ -133,7 +134,7 @@ func (o *Options) gatherCluster(ctx context.Context, t show.Target) error {
 	var summary bytes.Buffer
 	status := io.MultiWriter(o.Status, &summary)
 	if c.agent == nil {
-		statusLine(status, markWarn, fmt.Sprintf("Snorkel is not installed in context %q (no Secret %s/%s): gathering what exists", t.Context, c.ns, api.AgentSecretName))
+		statusline.Write(status, statusline.Warn, fmt.Sprintf("Snorkel is not installed in context %q (no Secret %s/%s): gathering what exists", t.Context, c.ns, api.AgentSecretName))
 	}
 	for _, m := range o.Modules {
 		for _, typ := range o.Types {
@@ -141,9 +142,9 @@ func (o *Options) gatherCluster(ctx context.Context, t show.Target) error {
 			if !ok {
 				continue
 			}
-			var s section
+			var s statusline.Section
 			step(ctx, c, &s)
-			s.print(status, fmt.Sprintf("Gathering %s %s", m, typ))
+			s.Print(status, fmt.Sprintf("Gathering %s %s", m, typ))
 		}
 	}
 	if err := os.WriteFile(filepath.Join(c.dir, SummaryFile), summary.Bytes(), 0o600); err != nil {

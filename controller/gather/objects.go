@@ -15,6 +15,7 @@ import (
 	mcsv1a1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/snorkel-net/snorkel/controller/internal/statusline"
 	"github.com/snorkel-net/snorkel/controller/servicesync"
 )
 
@@ -37,7 +38,7 @@ var lighthouseSlices = metav1.ListOptions{LabelSelector: discoveryv1.LabelManage
 // empty) that opts selects to RESOURCE_NAMESPACE_NAME.yaml, and notes how
 // many it found. A resource the cluster does not serve is a warning: its
 // CRD is not installed.
-func (c *cluster) objects(ctx context.Context, s *section, dyn dynamic.Interface, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions) {
+func (c *cluster) objects(ctx context.Context, s *statusline.Section, dyn dynamic.Interface, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions) {
 	where := fmt.Sprintf("in namespace %q", namespace)
 	if namespace == "" {
 		where = "in any namespace"
@@ -51,13 +52,13 @@ func (c *cluster) objects(ctx context.Context, s *section, dyn dynamic.Interface
 	list, err := dyn.Resource(gvr).Namespace(namespace).List(ctx, opts)
 	switch {
 	case apierrors.IsNotFound(err):
-		s.warn("No %s %s: the cluster does not serve %s (its CRD is not installed)", gvr.Resource, where, gvr.GroupResource())
+		s.Warn("No %s %s: the cluster does not serve %s (its CRD is not installed)", gvr.Resource, where, gvr.GroupResource())
 		return
 	case err != nil:
-		s.fail("Failed to gather %s %s: %v", gvr.Resource, where, err)
+		s.Fail("Failed to gather %s %s: %v", gvr.Resource, where, err)
 		return
 	}
-	s.success("Found %d %s %s", len(list.Items), gvr.Resource, where)
+	s.Success("Found %d %s %s", len(list.Items), gvr.Resource, where)
 	for i := range list.Items {
 		u := &list.Items[i]
 		if u.GetKind() == "" {
@@ -69,11 +70,11 @@ func (c *cluster) objects(ctx context.Context, s *section, dyn dynamic.Interface
 		c.red.object(u)
 		data, err := yaml.Marshal(u.Object)
 		if err != nil {
-			s.fail("Failed to write %s %s/%s: %v", gvr.Resource, u.GetNamespace(), u.GetName(), err)
+			s.Fail("Failed to write %s %s/%s: %v", gvr.Resource, u.GetNamespace(), u.GetName(), err)
 			continue
 		}
 		if err := c.write(gvr.Resource+"_"+u.GetNamespace()+"_"+u.GetName()+".yaml", data); err != nil {
-			s.fail("%v", err)
+			s.Fail("%v", err)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/snorkel-net/snorkel/controller/internal/statusline"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -51,21 +52,21 @@ var (
 
 // runningPods lists comp's pods and returns those running. It notes how
 // many there are, and why each of the others cannot be read.
-func (c *cluster) runningPods(ctx context.Context, s *section, comp component) []corev1.Pod {
+func (c *cluster) runningPods(ctx context.Context, s *statusline.Section, comp component) []corev1.Pod {
 	list, err := c.kc.CoreV1().Pods(c.ns).List(ctx, metav1.ListOptions{LabelSelector: comp.selector})
 	if err != nil {
-		s.fail("Failed to list the pods of %s (label selector %q) in namespace %q: %v", comp.name, comp.selector, c.ns, err)
+		s.Fail("Failed to list the pods of %s (label selector %q) in namespace %q: %v", comp.name, comp.selector, c.ns, err)
 		return nil
 	}
 	if len(list.Items) == 0 {
-		s.warn("No pods of %s (label selector %q) in namespace %q: is its %s installed and scheduled?", comp.name, comp.selector, c.ns, comp.workload)
+		s.Warn("No pods of %s (label selector %q) in namespace %q: is its %s installed and scheduled?", comp.name, comp.selector, c.ns, comp.workload)
 		return nil
 	}
-	s.success("Found %d pods of %s matching label selector %q", len(list.Items), comp.name, comp.selector)
+	s.Success("Found %d pods of %s matching label selector %q", len(list.Items), comp.name, comp.selector)
 	var running []corev1.Pod
 	for _, p := range list.Items {
 		if p.Status.Phase != corev1.PodRunning {
-			s.warn("Pod %s is not running (phase %q, node %q): nothing to read from it", p.Name, phase(p), p.Spec.NodeName)
+			s.Warn("Pod %s is not running (phase %q, node %q): nothing to read from it", p.Name, phase(p), p.Spec.NodeName)
 			continue
 		}
 		running = append(running, p)
@@ -83,7 +84,7 @@ func phase(p corev1.Pod) string {
 // logs writes each container's log, and its previous one if it
 // restarted, as POD.log and POD.log.prev (POD_CONTAINER… for pods with
 // several containers).
-func (c *cluster) logs(ctx context.Context, s *section, comp component) {
+func (c *cluster) logs(ctx context.Context, s *statusline.Section, comp component) {
 	for _, p := range c.runningPods(ctx, s, comp) {
 		for _, ctr := range p.Spec.Containers {
 			name := p.Name
@@ -107,50 +108,50 @@ func restarted(p corev1.Pod, container string) bool {
 	return false
 }
 
-func (c *cluster) log(ctx context.Context, s *section, p *corev1.Pod, container string, previous bool, file string) {
+func (c *cluster) log(ctx context.Context, s *statusline.Section, p *corev1.Pod, container string, previous bool, file string) {
 	which := "log"
 	if previous {
 		which = "previous log"
 	}
 	rc, err := c.kc.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: container, Previous: previous}).Stream(ctx)
 	if err != nil {
-		s.warn("Cannot read the %s of pod %s on node %q (the API server reads it from the node's kubelet): %v", which, p.Name, p.Spec.NodeName, err)
+		s.Warn("Cannot read the %s of pod %s on node %q (the API server reads it from the node's kubelet): %v", which, p.Name, p.Spec.NodeName, err)
 		return
 	}
 	defer rc.Close()
 	data, err := io.ReadAll(rc)
 	if err != nil {
-		s.warn("Reading the %s of pod %s: %v", which, p.Name, err)
+		s.Warn("Reading the %s of pod %s: %v", which, p.Name, err)
 	}
 	if err := c.write(file, data); err != nil {
-		s.fail("%v", err)
+		s.Fail("%v", err)
 		return
 	}
-	s.success("Wrote the %s of pod %s to %s", which, p.Name, file)
+	s.Success("Wrote the %s of pod %s to %s", which, p.Name, file)
 }
 
 // listeners reads what comp's running pods serve over HTTP, each through a
 // port forward: it reaches the pod's own loopback, where the gateway's
 // debug listener is.
-func (c *cluster) listeners(ctx context.Context, s *section, comp component) {
+func (c *cluster) listeners(ctx context.Context, s *statusline.Section, comp component) {
 	for _, p := range c.runningPods(ctx, s, comp) {
 		for _, l := range comp.listeners {
 			port, err := listenerPort(&p, l)
 			if err != nil {
-				s.warn("Pod %s serves no %s: %v", p.Name, l.path, err)
+				s.Warn("Pod %s serves no %s: %v", p.Name, l.path, err)
 				continue
 			}
 			file := p.Name + "." + l.suffix
 			data, err := c.forwardGet(ctx, &p, port, l.path)
 			if err != nil {
-				s.warn("Cannot read %s of pod %s on node %q through a port forward to port %d: %v", l.path, p.Name, p.Spec.NodeName, port, err)
+				s.Warn("Cannot read %s of pod %s on node %q through a port forward to port %d: %v", l.path, p.Name, p.Spec.NodeName, port, err)
 				continue
 			}
 			if err := c.write(file, data); err != nil {
-				s.fail("%v", err)
+				s.Fail("%v", err)
 				continue
 			}
-			s.success("Wrote %s of pod %s to %s", l.path, p.Name, file)
+			s.Success("Wrote %s of pod %s to %s", l.path, p.Name, file)
 		}
 	}
 }

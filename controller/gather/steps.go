@@ -11,29 +11,30 @@ import (
 
 	"github.com/snorkel-net/snorkel/controller/api"
 	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
+	"github.com/snorkel-net/snorkel/controller/internal/statusline"
 )
 
 // A step gathers one type of one module into the cluster's directory and
 // notes what it found on s. A module without a type (the broker has no
 // pods) has no step for it.
-type step func(context.Context, *cluster, *section)
+type step func(context.Context, *cluster, *statusline.Section)
 
 var steps = map[string]map[string]step{
 	Connectivity: {
-		Logs:      func(ctx context.Context, c *cluster, s *section) { c.logs(ctx, s, agentComponent) },
+		Logs:      func(ctx context.Context, c *cluster, s *statusline.Section) { c.logs(ctx, s, agentComponent) },
 		Resources: connectivityResources,
-		Status:    func(ctx context.Context, c *cluster, s *section) { c.listeners(ctx, s, agentComponent) },
+		Status:    func(ctx context.Context, c *cluster, s *statusline.Section) { c.listeners(ctx, s, agentComponent) },
 	},
 	ServiceDiscovery: {
-		Logs:      func(ctx context.Context, c *cluster, s *section) { c.logs(ctx, s, dnsdComponent) },
+		Logs:      func(ctx context.Context, c *cluster, s *statusline.Section) { c.logs(ctx, s, dnsdComponent) },
 		Resources: discoveryResources,
-		Status:    func(ctx context.Context, c *cluster, s *section) { c.listeners(ctx, s, dnsdComponent) },
+		Status:    func(ctx context.Context, c *cluster, s *statusline.Section) { c.listeners(ctx, s, dnsdComponent) },
 	},
 	Broker:   {Resources: brokerResources},
 	Operator: {Resources: operatorResources},
 }
 
-func connectivityResources(ctx context.Context, c *cluster, s *section) {
+func connectivityResources(ctx context.Context, c *cluster, s *statusline.Section) {
 	for _, r := range []struct {
 		gvr schema.GroupVersionResource
 		ns  string
@@ -49,7 +50,7 @@ func connectivityResources(ctx context.Context, c *cluster, s *section) {
 	}
 }
 
-func discoveryResources(ctx context.Context, c *cluster, s *section) {
+func discoveryResources(ctx context.Context, c *cluster, s *statusline.Section) {
 	c.objects(ctx, s, c.dyn, serviceExports, "", metav1.ListOptions{})
 	c.objects(ctx, s, c.dyn, serviceImports, "", metav1.ListOptions{})
 	c.objects(ctx, s, c.dyn, endpointSlices, "", lighthouseSlices)
@@ -57,7 +58,7 @@ func discoveryResources(ctx context.Context, c *cluster, s *section) {
 	c.objects(ctx, s, c.dyn, configMaps, metav1.NamespaceSystem, byName("coredns"))
 }
 
-func operatorResources(ctx context.Context, c *cluster, s *section) {
+func operatorResources(ctx context.Context, c *cluster, s *statusline.Section) {
 	for _, gvr := range []schema.GroupVersionResource{daemonSets, deployments, pods, secrets, configMaps} {
 		c.objects(ctx, s, c.dyn, gvr, c.ns, metav1.ListOptions{})
 	}
@@ -66,20 +67,20 @@ func operatorResources(ctx context.Context, c *cluster, s *section) {
 // brokerResources gathers what the broker holds for the clusterset: from
 // a broker this cluster hosts, and from the one it joined, read with the
 // agent's token as the agent reads it.
-func brokerResources(ctx context.Context, c *cluster, s *section) {
+func brokerResources(ctx context.Context, c *cluster, s *statusline.Section) {
 	hosted, err := c.kc.CoreV1().ConfigMaps(metav1.NamespaceAll).List(ctx, byName(api.GlobalnetConfigMapName))
 	if err != nil {
-		s.warn("Cannot look for the brokers this cluster hosts (ConfigMaps named %s): %v", api.GlobalnetConfigMapName, err)
+		s.Warn("Cannot look for the brokers this cluster hosts (ConfigMaps named %s): %v", api.GlobalnetConfigMapName, err)
 		hosted = &corev1.ConfigMapList{}
 	}
 	for _, cm := range hosted.Items {
-		s.success("Found a broker in namespace %q of this cluster", cm.Namespace)
+		s.Success("Found a broker in namespace %q of this cluster", cm.Namespace)
 		c.brokerObjects(ctx, s, c.dyn, cm.Namespace)
 		c.objects(ctx, s, c.dyn, configMaps, cm.Namespace, byName(api.GlobalnetConfigMapName))
 	}
 	if c.agent == nil {
 		if len(hosted.Items) == 0 {
-			s.warn("This cluster hosts no broker and has joined none")
+			s.Warn("This cluster hosts no broker and has joined none")
 		}
 		return
 	}
@@ -87,16 +88,16 @@ func brokerResources(ctx context.Context, c *cluster, s *section) {
 	cfg.Timeout = requestTimeout
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
-		s.fail("The broker at %s: %v", c.agent.BrokerURL, err)
+		s.Fail("The broker at %s: %v", c.agent.BrokerURL, err)
 		return
 	}
-	s.success("Reading the broker at %s that cluster %q joined", c.agent.BrokerURL, c.agent.ClusterID)
+	s.Success("Reading the broker at %s that cluster %q joined", c.agent.BrokerURL, c.agent.ClusterID)
 	c.brokerObjects(ctx, s, dyn, c.agent.BrokerNamespace)
 }
 
 // brokerObjects are what a member may read in a broker namespace, the
 // Role join gives it.
-func (c *cluster) brokerObjects(ctx context.Context, s *section, dyn dynamic.Interface, ns string) {
+func (c *cluster) brokerObjects(ctx context.Context, s *statusline.Section, dyn dynamic.Interface, ns string) {
 	for _, gvr := range []schema.GroupVersionResource{submv1.EndpointResource, submv1.ClusterResource, endpointSlices, serviceImports} {
 		c.objects(ctx, s, dyn, gvr, ns, metav1.ListOptions{})
 	}

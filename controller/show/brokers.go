@@ -34,7 +34,7 @@ func showBrokers(ctx context.Context, c *cluster) *result {
 	r := &result{}
 	rows, err := hostedBrokers(ctx, c)
 	if err != nil {
-		r.fail("error retrieving brokers: %v", err)
+		r.Fail("error retrieving brokers: %v", err)
 		return r
 	}
 	if c.agent != nil {
@@ -45,7 +45,7 @@ func showBrokers(ctx context.Context, c *cluster) *result {
 	}
 	r.shown = true
 	if len(rows) == 0 {
-		r.success("no brokers found")
+		r.Success("no brokers found")
 		return r
 	}
 	t := &table{columns: []column{
@@ -102,7 +102,7 @@ func joinedBroker(ctx context.Context, ac *api.AgentConfig, r *result) brokerRow
 	}
 	cm, err := readBrokerGlobalnet(ctx, ac)
 	if err != nil {
-		r.warn("cannot read the Globalnet settings of the broker at %s (namespace %s) with the agent's broker token: %v", ac.BrokerURL, ac.BrokerNamespace, err)
+		r.Warn("cannot read the Globalnet settings of the broker at %s (namespace %s) with the agent's broker token: %v", ac.BrokerURL, ac.BrokerNamespace, err)
 	} else {
 		b.globalnet, b.cidrRange, b.clusterSize = globalnetSettings(cm)
 	}

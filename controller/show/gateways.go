@@ -13,7 +13,7 @@ func readGateways(ctx context.Context, c *cluster, r *result) []submv1.Gateway {
 	gws, err := c.listGateways(ctx)
 	switch {
 	case err != nil:
-		r.fail("error retrieving gateways: %v", err)
+		r.Fail("error retrieving gateways: %v", err)
 	case len(gws) == 0:
 		r.none("no gateways detected: namespace %s has no Gateway objects; is `snorkel agent` running on this cluster's gateway nodes?", c.ns)
 	}

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/snorkel-net/snorkel/controller/internal/statusline"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
@@ -100,7 +101,7 @@ func onePerCluster(raw *clientcmdapi.Config, status io.Writer) []string {
 			return cmp.Compare(userUse[raw.Contexts[a].AuthInfo], userUse[raw.Contexts[b].AuthInfo])
 		})
 		if len(names) > 1 {
-			statusLine(status, markWarn, fmt.Sprintf("Found several kubeconfig contexts for cluster %q: %s; showing context %q (pick another with --context or --contexts)",
+			statusline.Write(status, statusline.Warn, fmt.Sprintf("Found several kubeconfig contexts for cluster %q: %s; showing context %q (pick another with --context or --contexts)",
 				cl, strings.Join(names, ", "), best))
 		}
 		picked = append(picked, best)

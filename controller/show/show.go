@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/snorkel-net/snorkel/controller/api"
+	"github.com/snorkel-net/snorkel/controller/internal/statusline"
 )
 
 // View is one of the things `snorkel show` reads from a cluster.
@@ -110,7 +111,7 @@ func Run(ctx context.Context, view View, targets []Target, o Options) error {
 func (o *Options) showCluster(ctx context.Context, views []View, t Target) (shown, ok bool) {
 	c, err := open(ctx, t, o.Namespace)
 	if err != nil {
-		statusLine(o.Status, markFail, capitalize(err.Error()))
+		statusline.Write(o.Status, statusline.Fail, statusline.Capitalize(err.Error()))
 		return false, false
 	}
 	ok = true
@@ -120,16 +121,16 @@ func (o *Options) showCluster(ctx context.Context, views []View, t Target) (show
 		}
 		s := sections[v]
 		if s.needsAgent && c.agent == nil {
-			statusLine(o.Status, markWarn, c.notInstalled())
+			statusline.Write(o.Status, statusline.Warn, c.notInstalled())
 			break
 		}
 		r := s.show(ctx, c)
 		if err := r.print(s.title, o.Out, o.Status); err != nil {
-			statusLine(o.Status, markFail, capitalize(err.Error()))
+			statusline.Write(o.Status, statusline.Fail, statusline.Capitalize(err.Error()))
 			return shown, false
 		}
 		shown = shown || r.shown
-		ok = ok && !r.failed
+		ok = ok && !r.Failed()
 	}
 	return shown, ok
 }

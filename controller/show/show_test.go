@@ -26,6 +26,7 @@ import (
 	"github.com/snorkel-net/snorkel/controller/api"
 	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
 	"github.com/snorkel-net/snorkel/controller/broker"
+	"github.com/snorkel-net/snorkel/controller/internal/statusline"
 	"github.com/snorkel-net/snorkel/controller/kubelocal"
 	"github.com/snorkel-net/snorkel/controller/kubelocal/kubetest"
 	"github.com/snorkel-net/snorkel/gateway"
@@ -303,7 +304,7 @@ gw-c1   active      All connections (1) are established
 		ac.BrokerToken = "revoked"
 		c := &cluster{target: Target{Context: "c2", Config: w.c2.Config()}, ns: api.AgentNamespace, kc: kc, agent: ac}
 		r := showBrokers(ctx, c)
-		if r.failed || !r.shown || r.titleMark() != markWarn || len(r.notes) != 1 || !strings.Contains(r.notes[0].text, "Cannot read the Globalnet settings of the broker at "+w.brk.URL) {
+		if r.Failed() || !r.shown || r.Worst() != statusline.Warn || len(r.Notes()) != 1 || !strings.Contains(r.Notes()[0].Text, "Cannot read the Globalnet settings of the broker at "+w.brk.URL) {
 			t.Fatalf("result %+v", r)
 		}
 		var out bytes.Buffer

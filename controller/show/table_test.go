@@ -7,6 +7,7 @@ import (
 
 	"github.com/snorkel-net/snorkel/controller/api"
 	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
+	"github.com/snorkel-net/snorkel/controller/internal/statusline"
 )
 
 func TestTableAlignsCutsAndSpellsValues(t *testing.T) {
@@ -103,17 +104,17 @@ func TestNetworkDetailsShowTheGlobalCIDRUnderGlobalnet(t *testing.T) {
 
 func TestResultMarksTheTitleWithTheWorstNote(t *testing.T) {
 	r := &result{}
-	r.success("fine")
-	r.warn("odd")
-	if r.titleMark() != markWarn || r.failed {
-		t.Errorf("mark %s failed %v after a warning", r.titleMark(), r.failed)
+	r.Success("fine")
+	r.Warn("odd")
+	if r.Worst() != statusline.Warn || r.Failed() {
+		t.Errorf("mark %s failed %v after a warning", r.Worst(), r.Failed())
 	}
 	r.none("nothing here")
-	if r.titleMark() != markFail || r.failed {
-		t.Errorf("mark %s failed %v after none", r.titleMark(), r.failed)
+	if r.Worst() != statusline.Fail || r.Failed() {
+		t.Errorf("mark %s failed %v after none", r.Worst(), r.Failed())
 	}
-	r.fail("cannot read")
-	if !r.failed {
+	r.Fail("cannot read")
+	if !r.Failed() {
 		t.Error("fail did not mark the result failed")
 	}
 	var out bytes.Buffer

@@ -41,7 +41,7 @@ func showVersions(ctx context.Context, c *cluster) *result {
 	r := &result{}
 	t, err := versionsTable(ctx, c)
 	if err != nil {
-		r.fail("error retrieving versions: %v", err)
+		r.Fail("error retrieving versions: %v", err)
 		return r
 	}
 	if t.empty() {
