@@ -295,16 +295,15 @@ func (g *Gateway) readLoop(dev tun.Device) error {
 				g.unattributed().drops[dropNoRoute].Add(1)
 				continue
 			}
-			c := rs.bySlot[r].c
 			if p.Length > pathMTU {
 				if p.Version == 6 || p.DontFragment {
 					g.sendTooBig(dev, icmp[:], pkt, &p, pathMTU)
 				}
-				c.drops[dropTooBig].Add(1)
+				rs.bySlot[r].c.drops[dropTooBig].Add(1)
 				continue
 			}
 			if g.xlate != nil && !g.xlate.Egress(r, pkt, &p) {
-				c.drops[dropTranslate].Add(1)
+				rs.bySlot[r].c.drops[dropTranslate].Add(1)
 				continue
 			}
 			clampMSS(pkt, &p, pathMTU)
