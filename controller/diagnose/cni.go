@@ -65,7 +65,7 @@ func detectCNI(dss []appsv1.DaemonSet) string {
 }
 
 func checkCNI(ctx context.Context, c *cluster, r *result) {
-	dss, err := c.kc.AppsV1().DaemonSets(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	dss, err := c.Kube.AppsV1().DaemonSets(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		r.Fail("Cannot list the DaemonSets to find the CNI network plugin: %v", err)
 		return
@@ -93,13 +93,13 @@ var calicoPoolResource = schema.GroupVersionResource{Group: "crd.projectcalico.o
 // remote CIDR without which Calico masquerades pod traffic to the other
 // clusters.
 func checkCalicoPools(ctx context.Context, c *cluster, r *result) {
-	fix := "create them with `snorkel calico ippools --cluster " + c.agent.ClusterID + " --broker-info broker-info.subm | calicoctl apply -f -`"
+	fix := "create them with `snorkel calico ippools --cluster " + c.Agent.ClusterID + " --broker-info broker-info.subm | calicoctl apply -f -`"
 	_, bdyn, err := c.broker()
 	if err != nil {
 		r.Fail("%v", err)
 		return
 	}
-	list, err := bdyn.Resource(submv1.ClusterResource).Namespace(c.agent.BrokerNamespace).List(ctx, metav1.ListOptions{})
+	list, err := bdyn.Resource(submv1.ClusterResource).Namespace(c.Agent.BrokerNamespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		r.Fail("Cannot read the broker's Clusters: %v", err)
 		return
@@ -113,12 +113,12 @@ func checkCalicoPools(ctx context.Context, c *cluster, r *result) {
 		}
 		clusters = append(clusters, *cl)
 	}
-	want, err := calico.Pools(c.agent.ClusterID, clusters)
+	want, err := calico.Pools(c.Agent.ClusterID, clusters)
 	if err != nil {
 		r.Fail("Cannot tell the IPPools Calico needs: %v", err)
 		return
 	}
-	pools, err := c.dyn.Resource(calicoPoolResource).List(ctx, metav1.ListOptions{})
+	pools, err := c.Dynamic.Resource(calicoPoolResource).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		r.Fail("Cannot read Calico's IPPools (%s): %v: %s", calicoPoolResource.GroupResource(), err, fix)
 		return

@@ -11,9 +11,9 @@ import (
 
 // listGateways reads the Gateway objects the agents keep current.
 func (c *cluster) listGateways(ctx context.Context) ([]submv1.Gateway, error) {
-	list, err := c.dyn.Resource(submv1.GatewayResource).Namespace(c.ns).List(ctx, metav1.ListOptions{})
+	list, err := c.Dynamic.Resource(submv1.GatewayResource).Namespace(c.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("listing the Gateways in namespace %s: %w", c.ns, err)
+		return nil, fmt.Errorf("listing the Gateways in namespace %s: %w", c.Namespace, err)
 	}
 	out := make([]submv1.Gateway, 0, len(list.Items))
 	for i := range list.Items {
@@ -35,7 +35,7 @@ func activeGateway(ctx context.Context, c *cluster, r *result) *submv1.Gateway {
 		return nil
 	}
 	if len(gws) == 0 {
-		r.Fail("No Gateway objects in namespace %s: no agent runs on a gateway node; see `snorkel diagnose deployment`", c.ns)
+		r.Fail("No Gateway objects in namespace %s: no agent runs on a gateway node; see `snorkel diagnose deployment`", c.Namespace)
 		return nil
 	}
 	for i := range gws {
@@ -43,7 +43,7 @@ func activeGateway(ctx context.Context, c *cluster, r *result) *submv1.Gateway {
 			return &gws[i]
 		}
 	}
-	r.Fail("None of the %d gateways is active: the agents elect one through the Lease snorkel-gateway in %s; see their logs", len(gws), c.ns)
+	r.Fail("None of the %d gateways is active: the agents elect one through the Lease snorkel-gateway in %s; see their logs", len(gws), c.Namespace)
 	return nil
 }
 
@@ -57,7 +57,7 @@ func checkConnections(ctx context.Context, c *cluster, r *result) {
 	}
 	if len(g.Status.Connections) == 0 {
 		r.Fail("There are no connections on gateway %q: no other cluster with cable driver %s has joined the broker, or its gateway publishes no Endpoint; see `snorkel show endpoints` in each cluster",
-			g.Name, c.agent.CableDriver)
+			g.Name, c.Agent.CableDriver)
 		return
 	}
 	established := 0
@@ -70,9 +70,9 @@ func checkConnections(ctx context.Context, c *cluster, r *result) {
 			r.detail("Connection to cluster %q (%s, %s) is established", ep.ClusterID, ep.Hostname, ep.Backend)
 		case submv1.Connecting:
 			r.Fail("Connection to cluster %q is in progress: %s: if it stays so, UDP port %d must be open between the gateways both ways (see `snorkel diagnose firewall`)",
-				ep.ClusterID, message(conn), c.agent.Port())
+				ep.ClusterID, message(conn), c.Agent.Port())
 		default:
-			r.Fail("Connection to cluster %q is not established: %s: %s", ep.ClusterID, message(conn), connectionFix(conn, c.agent.Port()))
+			r.Fail("Connection to cluster %q is not established: %s: %s", ep.ClusterID, message(conn), connectionFix(conn, c.Agent.Port()))
 		}
 	}
 	if established == len(g.Status.Connections) {

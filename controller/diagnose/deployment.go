@@ -31,22 +31,22 @@ func checkDeployment(ctx context.Context, c *cluster, r *result) {
 // checkAgentSecret finds the keys of the agent Secret that the agent or
 // dnsd read and that are missing.
 func checkAgentSecret(ctx context.Context, c *cluster, r *result) {
-	s, err := c.kc.CoreV1().Secrets(c.ns).Get(ctx, api.AgentSecretName, metav1.GetOptions{})
+	s, err := c.Kube.CoreV1().Secrets(c.Namespace).Get(ctx, api.AgentSecretName, metav1.GetOptions{})
 	if err != nil {
-		r.Fail("Cannot read the agent Secret %s/%s: %v: %s", c.ns, api.AgentSecretName, err, rejoin)
+		r.Fail("Cannot read the agent Secret %s/%s: %v: %s", c.Namespace, api.AgentSecretName, err, rejoin)
 		return
 	}
 	var missing []string
-	for _, k := range slices.Sorted(maps.Keys(c.agent.SecretData())) {
+	for _, k := range slices.Sorted(maps.Keys(c.Agent.SecretData())) {
 		if _, ok := s.Data[k]; !ok {
 			missing = append(missing, k)
 		}
 	}
 	if len(missing) > 0 {
-		r.Fail("The agent Secret %s/%s lacks the keys %s: %s", c.ns, api.AgentSecretName, strings.Join(missing, ", "), rejoin)
+		r.Fail("The agent Secret %s/%s lacks the keys %s: %s", c.Namespace, api.AgentSecretName, strings.Join(missing, ", "), rejoin)
 		return
 	}
-	r.Success("The agent Secret %s/%s holds the configuration of cluster %q", c.ns, api.AgentSecretName, c.agent.ClusterID)
+	r.Success("The agent Secret %s/%s holds the configuration of cluster %q", c.Namespace, api.AgentSecretName, c.Agent.ClusterID)
 }
 
 func checkCRDs(ctx context.Context, c *cluster, r *result) {
@@ -57,7 +57,7 @@ func checkCRDs(ctx context.Context, c *cluster, r *result) {
 	}
 	var missing []string
 	for _, u := range crds {
-		_, err := c.dyn.Resource(crdResource).Get(ctx, u.GetName(), metav1.GetOptions{})
+		_, err := c.Dynamic.Resource(crdResource).Get(ctx, u.GetName(), metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
 			missing = append(missing, u.GetName())
@@ -75,7 +75,7 @@ func checkCRDs(ctx context.Context, c *cluster, r *result) {
 }
 
 func checkGatewayNodes(ctx context.Context, c *cluster, r *result) {
-	nodes, err := c.kc.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: broker.GatewayLabel + "=true"})
+	nodes, err := c.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: broker.GatewayLabel + "=true"})
 	if err != nil {
 		r.Fail("Cannot list the gateway nodes: %v", err)
 		return
@@ -92,36 +92,36 @@ func checkGatewayNodes(ctx context.Context, c *cluster, r *result) {
 }
 
 func checkAgentDaemonSet(ctx context.Context, c *cluster, r *result) {
-	ds, err := c.kc.AppsV1().DaemonSets(c.ns).Get(ctx, broker.AgentDaemonSet, metav1.GetOptions{})
+	ds, err := c.Kube.AppsV1().DaemonSets(c.Namespace).Get(ctx, broker.AgentDaemonSet, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		r.Fail("The agent DaemonSet %s/%s is missing: %s", c.ns, broker.AgentDaemonSet, rejoin)
+		r.Fail("The agent DaemonSet %s/%s is missing: %s", c.Namespace, broker.AgentDaemonSet, rejoin)
 		return
 	}
 	if err != nil {
-		r.Fail("Cannot read the agent DaemonSet %s/%s: %v", c.ns, broker.AgentDaemonSet, err)
+		r.Fail("Cannot read the agent DaemonSet %s/%s: %v", c.Namespace, broker.AgentDaemonSet, err)
 		return
 	}
 	desired, ready := ds.Status.DesiredNumberScheduled, ds.Status.NumberReady
 	switch {
 	case desired == 0:
 		r.Fail("The agent DaemonSet %s/%s runs on no node: label a gateway node with `kubectl label node NODE %s=true`, and check that its taints are tolerated",
-			c.ns, broker.AgentDaemonSet, broker.GatewayLabel)
+			c.Namespace, broker.AgentDaemonSet, broker.GatewayLabel)
 	case ready < desired:
 		r.Fail("The agent DaemonSet %s/%s has %d of %d pods ready: see `kubectl -n %s describe pods -l %s` and their logs",
-			c.ns, broker.AgentDaemonSet, ready, desired, c.ns, metav1.FormatLabelSelector(ds.Spec.Selector))
+			c.Namespace, broker.AgentDaemonSet, ready, desired, c.Namespace, metav1.FormatLabelSelector(ds.Spec.Selector))
 	default:
-		r.Success("The agent DaemonSet %s/%s has all %d pods ready", c.ns, broker.AgentDaemonSet, desired)
+		r.Success("The agent DaemonSet %s/%s has all %d pods ready", c.Namespace, broker.AgentDaemonSet, desired)
 	}
 }
 
 func checkDNSDeployment(ctx context.Context, c *cluster, r *result) {
-	d, err := c.kc.AppsV1().Deployments(c.ns).Get(ctx, broker.DNSDeployment, metav1.GetOptions{})
+	d, err := c.Kube.AppsV1().Deployments(c.Namespace).Get(ctx, broker.DNSDeployment, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		r.Fail("The dnsd Deployment %s/%s is missing: %s", c.ns, broker.DNSDeployment, rejoin)
+		r.Fail("The dnsd Deployment %s/%s is missing: %s", c.Namespace, broker.DNSDeployment, rejoin)
 		return
 	}
 	if err != nil {
-		r.Fail("Cannot read the dnsd Deployment %s/%s: %v", c.ns, broker.DNSDeployment, err)
+		r.Fail("Cannot read the dnsd Deployment %s/%s: %v", c.Namespace, broker.DNSDeployment, err)
 		return
 	}
 	desired := int32(1)
@@ -131,8 +131,8 @@ func checkDNSDeployment(ctx context.Context, c *cluster, r *result) {
 	ready := d.Status.ReadyReplicas
 	if ready < desired {
 		r.Fail("The dnsd Deployment %s/%s has %d of %d replicas ready: see `kubectl -n %s describe deployment %s` and its pods' logs",
-			c.ns, broker.DNSDeployment, ready, desired, c.ns, broker.DNSDeployment)
+			c.Namespace, broker.DNSDeployment, ready, desired, c.Namespace, broker.DNSDeployment)
 		return
 	}
-	r.Success("The dnsd Deployment %s/%s has all %d replicas ready", c.ns, broker.DNSDeployment, desired)
+	r.Success("The dnsd Deployment %s/%s has all %d replicas ready", c.Namespace, broker.DNSDeployment, desired)
 }

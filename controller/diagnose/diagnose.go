@@ -8,10 +8,8 @@ import (
 	"strings"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	mcsclient "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
 
 	"github.com/snorkel-net/snorkel/controller/api"
@@ -136,8 +134,8 @@ func Run(ctx context.Context, check Check, targets []show.Target, o Options) err
 			}
 			def := checks[name]
 			r := newResult(o.Verbose)
-			if def.needsAgent && c.agent == nil {
-				r.Warn("Snorkel is not installed in context %q (no Secret %s/%s): run `snorkel join` for this cluster", t.Context, c.ns, api.AgentSecretName)
+			if def.needsAgent && c.Agent == nil {
+				r.Warn("%s", c.NotInstalled())
 			} else {
 				def.run(ctx, c, r)
 			}
@@ -154,45 +152,23 @@ func Run(ctx context.Context, check Check, targets []show.Target, o Options) err
 	return errors.Join(errs...)
 }
 
-// cluster is one reachable cluster and the agent configuration `snorkel
-// join` stored in it.
+// cluster is one reachable cluster, as show.Connect reads it, with the
+// MCS client the service-discovery check needs.
 type cluster struct {
-	ns  string
-	kc  kubernetes.Interface
-	dyn dynamic.Interface
+	*show.Conn
 	mcs mcsclient.Interface
-	// agent is nil when Snorkel is not installed.
-	agent *api.AgentConfig
 	// brokerTimeout bounds the requests to the broker.
 	brokerTimeout time.Duration
 }
 
 // open connects to t's cluster and reads the agent configuration.
 func open(ctx context.Context, t show.Target, o Options) (*cluster, error) {
-	if t.Err != nil {
-		return nil, t.Err
-	}
-	cfg := rest.CopyConfig(t.Config)
-	cfg.Timeout = o.RequestTimeout
-	c := &cluster{ns: o.Namespace, brokerTimeout: o.RequestTimeout}
-	var err error
-	if c.kc, err = kubernetes.NewForConfig(cfg); err != nil {
-		return nil, fmt.Errorf("context %q: %w", t.Context, err)
-	}
-	if c.dyn, err = dynamic.NewForConfig(cfg); err != nil {
-		return nil, fmt.Errorf("context %q: %w", t.Context, err)
-	}
-	if c.mcs, err = mcsclient.NewForConfig(cfg); err != nil {
-		return nil, fmt.Errorf("context %q: %w", t.Context, err)
-	}
-	if _, err := c.kc.Discovery().ServerVersion(); err != nil {
-		return nil, fmt.Errorf("cannot reach context %q at %s: %w", t.Context, cfg.Host, err)
-	}
-	c.agent, err = api.LoadAgentConfig(ctx, c.kc, c.ns)
-	if apierrors.IsNotFound(err) {
-		c.agent, err = nil, nil
-	}
+	conn, err := show.Connect(ctx, t, o.Namespace, o.RequestTimeout)
 	if err != nil {
+		return nil, err
+	}
+	c := &cluster{Conn: conn, brokerTimeout: o.RequestTimeout}
+	if c.mcs, err = mcsclient.NewForConfig(conn.Config); err != nil {
 		return nil, fmt.Errorf("context %q: %w", t.Context, err)
 	}
 	return c, nil
@@ -200,15 +176,15 @@ func open(ctx context.Context, t show.Target, o Options) (*cluster, error) {
 
 // broker is a client of the broker with the agent's credentials.
 func (c *cluster) broker() (kubernetes.Interface, dynamic.Interface, error) {
-	cfg := c.agent.BrokerConfig()
+	cfg := c.Agent.BrokerConfig()
 	cfg.Timeout = c.brokerTimeout
 	kc, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return nil, nil, fmt.Errorf("the broker at %s: %w", c.agent.BrokerURL, err)
+		return nil, nil, fmt.Errorf("the broker at %s: %w", c.Agent.BrokerURL, err)
 	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
-		return nil, nil, fmt.Errorf("the broker at %s: %w", c.agent.BrokerURL, err)
+		return nil, nil, fmt.Errorf("the broker at %s: %w", c.Agent.BrokerURL, err)
 	}
 	return kc, dyn, nil
 }

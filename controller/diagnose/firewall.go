@@ -28,7 +28,7 @@ func checkFirewall(ctx context.Context, c *cluster, r *result) {
 		return
 	}
 	if running == 0 {
-		r.Warn("Skipped: needs running gateway pods, and no pod of the agent DaemonSet %s/%s runs; see `snorkel diagnose deployment`", c.ns, broker.AgentDaemonSet)
+		r.Warn("Skipped: needs running gateway pods, and no pod of the agent DaemonSet %s/%s runs; see `snorkel diagnose deployment`", c.Namespace, broker.AgentDaemonSet)
 		return
 	}
 	g := activeGateway(ctx, c, r)
@@ -40,12 +40,12 @@ func checkFirewall(ctx context.Context, c *cluster, r *result) {
 		conn := &g.Status.Connections[i]
 		ep := &conn.Endpoint
 		addr, _ := remoteAddress(conn)
-		port := remotePort(ep, c.agent.Port())
+		port := remotePort(ep, c.Agent.Port())
 		switch {
 		case conn.Status != submv1.Connected:
 			r.Fail("No tunnel traffic with cluster %q at %s: open UDP port %d both ways between the gateways (to %s:%d, and from it to this gateway's port %d), in the nodes' firewalls and the cloud's security groups",
-				ep.ClusterID, addr, port, addr, port, c.agent.Port())
-		case c.agent.HealthCheckOff:
+				ep.ClusterID, addr, port, addr, port, c.Agent.Port())
+		case c.Agent.HealthCheckOff:
 			open++
 			r.Warn("UDP port %d to cluster %q at %s carries the tunnel; health checks are off in this cluster (--health-check=false), so the health-check path is not tested", port, ep.ClusterID, addr)
 		case ep.HealthCheckIP == "":
@@ -66,14 +66,14 @@ func checkFirewall(ctx context.Context, c *cluster, r *result) {
 
 // runningAgents counts the agent DaemonSet's running pods.
 func runningAgents(ctx context.Context, c *cluster) (int, error) {
-	ds, err := c.kc.AppsV1().DaemonSets(c.ns).Get(ctx, broker.AgentDaemonSet, metav1.GetOptions{})
+	ds, err := c.Kube.AppsV1().DaemonSets(c.Namespace).Get(ctx, broker.AgentDaemonSet, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return 0, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("cannot read the agent DaemonSet %s/%s: %w", c.ns, broker.AgentDaemonSet, err)
+		return 0, fmt.Errorf("cannot read the agent DaemonSet %s/%s: %w", c.Namespace, broker.AgentDaemonSet, err)
 	}
-	pods, err := c.kc.CoreV1().Pods(c.ns).List(ctx, metav1.ListOptions{LabelSelector: metav1.FormatLabelSelector(ds.Spec.Selector)})
+	pods, err := c.Kube.CoreV1().Pods(c.Namespace).List(ctx, metav1.ListOptions{LabelSelector: metav1.FormatLabelSelector(ds.Spec.Selector)})
 	if err != nil {
 		return 0, fmt.Errorf("cannot list the agent's pods: %w", err)
 	}

@@ -17,13 +17,13 @@ import (
 )
 
 func checkGlobalnet(ctx context.Context, c *cluster, r *result) {
-	if c.agent.GlobalCIDR == "" {
+	if c.Agent.GlobalCIDR == "" {
 		r.Success("Globalnet is not enabled in this cluster; skipped")
 		return
 	}
-	own, err := netip.ParsePrefix(c.agent.GlobalCIDR)
+	own, err := netip.ParsePrefix(c.Agent.GlobalCIDR)
 	if err != nil {
-		r.Fail("The agent Secret's global CIDR %q is not a CIDR: %s", c.agent.GlobalCIDR, rejoin)
+		r.Fail("The agent Secret's global CIDR %q is not a CIDR: %s", c.Agent.GlobalCIDR, rejoin)
 		return
 	}
 	checkGlobalCIDR(ctx, c, r, own)
@@ -39,9 +39,9 @@ func checkGlobalCIDR(ctx context.Context, c *cluster, r *result, own netip.Prefi
 		r.Fail("%v", err)
 		return
 	}
-	cm, err := bkc.CoreV1().ConfigMaps(c.agent.BrokerNamespace).Get(ctx, api.GlobalnetConfigMapName, metav1.GetOptions{})
+	cm, err := bkc.CoreV1().ConfigMaps(c.Agent.BrokerNamespace).Get(ctx, api.GlobalnetConfigMapName, metav1.GetOptions{})
 	if err != nil {
-		r.Fail("Cannot read the broker's Globalnet ConfigMap %s/%s: %v", c.agent.BrokerNamespace, api.GlobalnetConfigMapName, err)
+		r.Fail("Cannot read the broker's Globalnet ConfigMap %s/%s: %v", c.Agent.BrokerNamespace, api.GlobalnetConfigMapName, err)
 		return
 	}
 	rng, err := globalnetRange(cm)
@@ -50,11 +50,11 @@ func checkGlobalCIDR(ctx context.Context, c *cluster, r *result, own netip.Prefi
 		r.Fail("%v", err)
 	case !rng.Contains(own.Addr()) || own.Bits() < rng.Bits():
 		r.Fail("The global CIDR %s of cluster %q is outside the broker's Globalnet range %s: join again with a --globalnet-cidr inside %s",
-			own, c.agent.ClusterID, rng, rng)
+			own, c.Agent.ClusterID, rng, rng)
 	default:
 		r.Success("The global CIDR %s is inside the broker's Globalnet range %s", own, rng)
 	}
-	list, err := bdyn.Resource(submv1.ClusterResource).Namespace(c.agent.BrokerNamespace).List(ctx, metav1.ListOptions{})
+	list, err := bdyn.Resource(submv1.ClusterResource).Namespace(c.Agent.BrokerNamespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		r.Fail("Cannot read the broker's Clusters: %v", err)
 		return
@@ -66,7 +66,7 @@ func checkGlobalCIDR(ctx context.Context, c *cluster, r *result, own netip.Prefi
 			r.Fail("The broker's Cluster %s: %v", list.Items[i].GetName(), err)
 			continue
 		}
-		if other.Spec.ClusterID == c.agent.ClusterID {
+		if other.Spec.ClusterID == c.Agent.ClusterID {
 			continue
 		}
 		for _, s := range other.Spec.GlobalCIDR {
@@ -74,7 +74,7 @@ func checkGlobalCIDR(ctx context.Context, c *cluster, r *result, own netip.Prefi
 			if err == nil && p.Overlaps(own) {
 				overlaps++
 				r.Fail("The global CIDR %s of cluster %q overlaps %s of cluster %q: global CIDRs must be disjoint; make one of them leave (`snorkel uninstall`) and join again with a free --globalnet-cidr",
-					own, c.agent.ClusterID, p, other.Spec.ClusterID)
+					own, c.Agent.ClusterID, p, other.Spec.ClusterID)
 			}
 		}
 	}
@@ -103,7 +103,7 @@ func globalnetRange(cm *corev1.ConfigMap) (netip.Prefix, error) {
 // checkClusterEgress checks that the cluster's egress pool was allocated
 // from its global CIDR.
 func checkClusterEgress(ctx context.Context, c *cluster, r *result, own netip.Prefix) {
-	u, err := c.dyn.Resource(submv1.ClusterGlobalEgressIPResource).Get(ctx, submv1.ClusterGlobalEgressIPName, metav1.GetOptions{})
+	u, err := c.Dynamic.Resource(submv1.ClusterGlobalEgressIPResource).Get(ctx, submv1.ClusterGlobalEgressIPName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		r.Fail("There is no ClusterGlobalEgressIP %s: the active gateway's agent creates it; see `snorkel diagnose connections` and the agent's log", submv1.ClusterGlobalEgressIPName)
 		return
@@ -140,7 +140,7 @@ func checkIngressIPs(ctx context.Context, c *cluster, r *result, own netip.Prefi
 	for i := range exports.Items {
 		se := &exports.Items[i]
 		name := se.Namespace + "/" + se.Name
-		svc, err := c.kc.CoreV1().Services(se.Namespace).Get(ctx, se.Name, metav1.GetOptions{})
+		svc, err := c.Kube.CoreV1().Services(se.Namespace).Get(ctx, se.Name, metav1.GetOptions{})
 		if err != nil || svc.Spec.ClusterIP == corev1.ClusterIPNone {
 			// Without its Service there is nothing to give a global IP
 			// (service-discovery says so); a headless service's pods get
@@ -148,7 +148,7 @@ func checkIngressIPs(ctx context.Context, c *cluster, r *result, own netip.Prefi
 			continue
 		}
 		n++
-		u, err := c.dyn.Resource(submv1.GlobalIngressIPResource).Namespace(se.Namespace).Get(ctx, se.Name, metav1.GetOptions{})
+		u, err := c.Dynamic.Resource(submv1.GlobalIngressIPResource).Namespace(se.Namespace).Get(ctx, se.Name, metav1.GetOptions{})
 		if err != nil {
 			bad++
 			r.Fail("Exported service %s has no GlobalIngressIP (%v): the active gateway's agent allocates it; see its log", name, err)

@@ -30,7 +30,7 @@ var kubeProxyModes = map[string]struct {
 }
 
 func checkKubeProxyMode(ctx context.Context, c *cluster, r *result) {
-	cm, err := c.kc.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(ctx, kubeProxyConfigMap, metav1.GetOptions{})
+	cm, err := c.Kube.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(ctx, kubeProxyConfigMap, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		r.Warn("No ConfigMap %s/%s: kube-proxy is not deployed by kubeadm, or a CNI replaces it; Snorkel needs ClusterIPs served to traffic routed from the gateway",
 			metav1.NamespaceSystem, kubeProxyConfigMap)

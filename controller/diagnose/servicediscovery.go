@@ -17,7 +17,7 @@ import (
 const corefileKey = "Corefile"
 
 func checkServiceDiscovery(ctx context.Context, c *cluster, r *result) {
-	if !c.agent.ServiceDiscovery {
+	if !c.Agent.ServiceDiscovery {
 		r.Warn("Service discovery is not enabled on the broker this cluster joined; skipped")
 		return
 	}
@@ -29,26 +29,26 @@ func checkServiceDiscovery(ctx context.Context, c *cluster, r *result) {
 
 // checkDNSService returns dnsd's ClusterIP, or "" with a ✗ line.
 func checkDNSService(ctx context.Context, c *cluster, r *result) string {
-	svc, err := c.kc.CoreV1().Services(c.ns).Get(ctx, broker.DNSService, metav1.GetOptions{})
+	svc, err := c.Kube.CoreV1().Services(c.Namespace).Get(ctx, broker.DNSService, metav1.GetOptions{})
 	if err != nil {
-		r.Fail("Cannot read dnsd's Service %s/%s: %v: %s", c.ns, broker.DNSService, err, rejoin)
+		r.Fail("Cannot read dnsd's Service %s/%s: %v: %s", c.Namespace, broker.DNSService, err, rejoin)
 		return ""
 	}
 	if svc.Spec.ClusterIP == "" || svc.Spec.ClusterIP == "None" {
-		r.Fail("dnsd's Service %s/%s has no ClusterIP for CoreDNS to forward to: delete it and %s", c.ns, broker.DNSService, rejoin)
+		r.Fail("dnsd's Service %s/%s has no ClusterIP for CoreDNS to forward to: delete it and %s", c.Namespace, broker.DNSService, rejoin)
 		return ""
 	}
-	r.Success("dnsd's Service %s/%s is at %s", c.ns, broker.DNSService, svc.Spec.ClusterIP)
+	r.Success("dnsd's Service %s/%s is at %s", c.Namespace, broker.DNSService, svc.Spec.ClusterIP)
 	return svc.Spec.ClusterIP
 }
 
 // checkCorefile checks that the cluster's CoreDNS forwards the clusterset
 // zones to dnsd at ip, as join wrote it.
 func checkCorefile(ctx context.Context, c *cluster, r *result, ip string) {
-	zones := strings.Join(c.agent.DNSZones(), ", ")
-	cm, err := c.kc.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(ctx, broker.CoreDNSConfigMap, metav1.GetOptions{})
+	zones := strings.Join(c.Agent.DNSZones(), ", ")
+	cm, err := c.Kube.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(ctx, broker.CoreDNSConfigMap, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		stanza, _ := deploy.CoreDNSStanza(ip, c.agent.CustomDomains...)
+		stanza, _ := deploy.CoreDNSStanza(ip, c.Agent.CustomDomains...)
 		r.Warn("No ConfigMap %s/%s: make the cluster's DNS forward %s to %s, e.g. with this Corefile section:\n%s",
 			metav1.NamespaceSystem, broker.CoreDNSConfigMap, zones, ip, strings.TrimSpace(stanza))
 		return
@@ -58,7 +58,7 @@ func checkCorefile(ctx context.Context, c *cluster, r *result, ip string) {
 		return
 	}
 	corefile := cm.Data[corefileKey]
-	want, err := deploy.AddCoreDNSStanza(corefile, ip, c.agent.CustomDomains...)
+	want, err := deploy.AddCoreDNSStanza(corefile, ip, c.Agent.CustomDomains...)
 	if err != nil {
 		r.Fail("Cannot tell the clusterset section of CoreDNS's Corefile: %v", err)
 		return

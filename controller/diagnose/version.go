@@ -21,7 +21,7 @@ func SupportedVersions() string {
 }
 
 func checkK8sVersion(_ context.Context, c *cluster, r *result) {
-	v, err := c.kc.Discovery().ServerVersion()
+	v, err := c.Kube.Discovery().ServerVersion()
 	if err != nil {
 		r.Fail("Cannot read the Kubernetes version: %v", err)
 		return

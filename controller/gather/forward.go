@@ -23,11 +23,11 @@ const maxBody = 64 << 20
 func (c *cluster) forwardGet(ctx context.Context, p *corev1.Pod, port int, path string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	rt, upgrader, err := spdy.RoundTripperFor(c.cfg)
+	rt, upgrader, err := spdy.RoundTripperFor(c.Config)
 	if err != nil {
 		return nil, err
 	}
-	u := c.kc.CoreV1().RESTClient().Post().Resource("pods").Namespace(p.Namespace).Name(p.Name).SubResource("portforward").URL()
+	u := c.Kube.CoreV1().RESTClient().Post().Resource("pods").Namespace(p.Namespace).Name(p.Name).SubResource("portforward").URL()
 	dialer := spdy.NewDialer(upgrader, &http.Client{Transport: rt, Timeout: requestTimeout}, http.MethodPost, u)
 	stop, ready := make(chan struct{}), make(chan struct{})
 	var errOut lockedBuffer

@@ -12,11 +12,7 @@ import (
 	"strings"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/snorkel-net/snorkel/controller/api"
 	"github.com/snorkel-net/snorkel/controller/internal/statusline"
@@ -133,8 +129,8 @@ func (o *Options) gatherCluster(ctx context.Context, t show.Target) error {
 	}
 	var summary bytes.Buffer
 	status := io.MultiWriter(o.Status, &summary)
-	if c.agent == nil {
-		statusline.Write(status, statusline.Warn, fmt.Sprintf("Snorkel is not installed in context %q (no Secret %s/%s): gathering what exists", t.Context, c.ns, api.AgentSecretName))
+	if c.Agent == nil {
+		statusline.Write(status, statusline.Warn, fmt.Sprintf("Snorkel is not installed in context %q (no Secret %s/%s): gathering what exists", t.Context, c.Namespace, api.AgentSecretName))
 	}
 	for _, m := range o.Modules {
 		for _, typ := range o.Types {
@@ -156,56 +152,29 @@ func (o *Options) gatherCluster(ctx context.Context, t show.Target) error {
 
 // cluster is one reachable cluster being gathered from.
 type cluster struct {
-	target show.Target
-	cfg    *rest.Config
-	ns     string
-	kc     kubernetes.Interface
-	dyn    dynamic.Interface
-	// agent is the configuration `snorkel join` stored; nil when Snorkel
-	// is not installed.
-	agent *api.AgentConfig
-	dir   string
-	red   redactor
+	*show.Conn
+	dir string
+	red redactor
 }
 
 // open connects to t's cluster and reads the agent configuration, if any.
 func open(ctx context.Context, t show.Target, ns string) (*cluster, error) {
-	if t.Err != nil {
-		return nil, t.Err
-	}
-	c := &cluster{target: t, cfg: rest.CopyConfig(t.Config), ns: ns}
-	if c.cfg.Timeout == 0 {
-		c.cfg.Timeout = requestTimeout
-	}
-	var err error
-	if c.kc, err = kubernetes.NewForConfig(c.cfg); err != nil {
-		return nil, fmt.Errorf("context %q: %w", t.Context, err)
-	}
-	if c.dyn, err = dynamic.NewForConfig(c.cfg); err != nil {
-		return nil, fmt.Errorf("context %q: %w", t.Context, err)
-	}
-	if _, err := c.kc.Discovery().ServerVersion(); err != nil {
-		return nil, fmt.Errorf("cannot reach context %q at %s: %w", t.Context, c.cfg.Host, err)
-	}
-	c.agent, err = api.LoadAgentConfig(ctx, c.kc, ns)
-	if apierrors.IsNotFound(err) {
-		c.agent, err = nil, nil
-	}
+	conn, err := show.Connect(ctx, t, ns, requestTimeout)
 	if err != nil {
-		return nil, fmt.Errorf("context %q: %w", t.Context, err)
+		return nil, err
 	}
-	return c, nil
+	return &cluster{Conn: conn}, nil
 }
 
 // learnSecrets collects the values to scrub from every file: the broker
 // token and pre-shared key, and the tokens of the agent namespace's
 // Secrets.
 func (c *cluster) learnSecrets(ctx context.Context) {
-	if c.agent != nil {
-		c.red.learn(c.agent.BrokerToken)
-		c.red.learn(c.agent.PSK)
+	if c.Agent != nil {
+		c.red.learn(c.Agent.BrokerToken)
+		c.red.learn(c.Agent.PSK)
 	}
-	secrets, err := c.kc.CoreV1().Secrets(c.ns).List(ctx, metav1.ListOptions{})
+	secrets, err := c.Kube.CoreV1().Secrets(c.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return
 	}

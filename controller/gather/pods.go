@@ -53,13 +53,13 @@ var (
 // runningPods lists comp's pods and returns those running. It notes how
 // many there are, and why each of the others cannot be read.
 func (c *cluster) runningPods(ctx context.Context, s *statusline.Section, comp component) []corev1.Pod {
-	list, err := c.kc.CoreV1().Pods(c.ns).List(ctx, metav1.ListOptions{LabelSelector: comp.selector})
+	list, err := c.Kube.CoreV1().Pods(c.Namespace).List(ctx, metav1.ListOptions{LabelSelector: comp.selector})
 	if err != nil {
-		s.Fail("Failed to list the pods of %s (label selector %q) in namespace %q: %v", comp.name, comp.selector, c.ns, err)
+		s.Fail("Failed to list the pods of %s (label selector %q) in namespace %q: %v", comp.name, comp.selector, c.Namespace, err)
 		return nil
 	}
 	if len(list.Items) == 0 {
-		s.Warn("No pods of %s (label selector %q) in namespace %q: is its %s installed and scheduled?", comp.name, comp.selector, c.ns, comp.workload)
+		s.Warn("No pods of %s (label selector %q) in namespace %q: is its %s installed and scheduled?", comp.name, comp.selector, c.Namespace, comp.workload)
 		return nil
 	}
 	s.Success("Found %d pods of %s matching label selector %q", len(list.Items), comp.name, comp.selector)
@@ -113,7 +113,7 @@ func (c *cluster) log(ctx context.Context, s *statusline.Section, p *corev1.Pod,
 	if previous {
 		which = "previous log"
 	}
-	rc, err := c.kc.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: container, Previous: previous}).Stream(ctx)
+	rc, err := c.Kube.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: container, Previous: previous}).Stream(ctx)
 	if err != nil {
 		s.Warn("Cannot read the %s of pod %s on node %q (the API server reads it from the node's kubelet): %v", which, p.Name, p.Spec.NodeName, err)
 		return

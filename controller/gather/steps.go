@@ -39,28 +39,28 @@ func connectivityResources(ctx context.Context, c *cluster, s *statusline.Sectio
 		gvr schema.GroupVersionResource
 		ns  string
 	}{
-		{submv1.GatewayResource, c.ns},
-		{submv1.EndpointResource, c.ns},
-		{submv1.ClusterResource, c.ns},
+		{submv1.GatewayResource, c.Namespace},
+		{submv1.EndpointResource, c.Namespace},
+		{submv1.ClusterResource, c.Namespace},
 		{submv1.ClusterGlobalEgressIPResource, ""},
 		{submv1.GlobalEgressIPResource, ""},
 		{submv1.GlobalIngressIPResource, ""},
 	} {
-		c.objects(ctx, s, c.dyn, r.gvr, r.ns, metav1.ListOptions{})
+		c.objects(ctx, s, c.Dynamic, r.gvr, r.ns, metav1.ListOptions{})
 	}
 }
 
 func discoveryResources(ctx context.Context, c *cluster, s *statusline.Section) {
-	c.objects(ctx, s, c.dyn, serviceExports, "", metav1.ListOptions{})
-	c.objects(ctx, s, c.dyn, serviceImports, "", metav1.ListOptions{})
-	c.objects(ctx, s, c.dyn, endpointSlices, "", lighthouseSlices)
+	c.objects(ctx, s, c.Dynamic, serviceExports, "", metav1.ListOptions{})
+	c.objects(ctx, s, c.Dynamic, serviceImports, "", metav1.ListOptions{})
+	c.objects(ctx, s, c.Dynamic, endpointSlices, "", lighthouseSlices)
 	// The cluster's CoreDNS forwards clusterset.local to dnsd.
-	c.objects(ctx, s, c.dyn, configMaps, metav1.NamespaceSystem, byName("coredns"))
+	c.objects(ctx, s, c.Dynamic, configMaps, metav1.NamespaceSystem, byName("coredns"))
 }
 
 func operatorResources(ctx context.Context, c *cluster, s *statusline.Section) {
 	for _, gvr := range []schema.GroupVersionResource{daemonSets, deployments, pods, secrets, configMaps} {
-		c.objects(ctx, s, c.dyn, gvr, c.ns, metav1.ListOptions{})
+		c.objects(ctx, s, c.Dynamic, gvr, c.Namespace, metav1.ListOptions{})
 	}
 }
 
@@ -68,31 +68,31 @@ func operatorResources(ctx context.Context, c *cluster, s *statusline.Section) {
 // a broker this cluster hosts, and from the one it joined, read with the
 // agent's token as the agent reads it.
 func brokerResources(ctx context.Context, c *cluster, s *statusline.Section) {
-	hosted, err := c.kc.CoreV1().ConfigMaps(metav1.NamespaceAll).List(ctx, byName(api.GlobalnetConfigMapName))
+	hosted, err := c.Kube.CoreV1().ConfigMaps(metav1.NamespaceAll).List(ctx, byName(api.GlobalnetConfigMapName))
 	if err != nil {
 		s.Warn("Cannot look for the brokers this cluster hosts (ConfigMaps named %s): %v", api.GlobalnetConfigMapName, err)
 		hosted = &corev1.ConfigMapList{}
 	}
 	for _, cm := range hosted.Items {
 		s.Success("Found a broker in namespace %q of this cluster", cm.Namespace)
-		c.brokerObjects(ctx, s, c.dyn, cm.Namespace)
-		c.objects(ctx, s, c.dyn, configMaps, cm.Namespace, byName(api.GlobalnetConfigMapName))
+		c.brokerObjects(ctx, s, c.Dynamic, cm.Namespace)
+		c.objects(ctx, s, c.Dynamic, configMaps, cm.Namespace, byName(api.GlobalnetConfigMapName))
 	}
-	if c.agent == nil {
+	if c.Agent == nil {
 		if len(hosted.Items) == 0 {
 			s.Warn("This cluster hosts no broker and has joined none")
 		}
 		return
 	}
-	cfg := c.agent.BrokerConfig()
+	cfg := c.Agent.BrokerConfig()
 	cfg.Timeout = requestTimeout
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
-		s.Fail("The broker at %s: %v", c.agent.BrokerURL, err)
+		s.Fail("The broker at %s: %v", c.Agent.BrokerURL, err)
 		return
 	}
-	s.Success("Reading the broker at %s that cluster %q joined", c.agent.BrokerURL, c.agent.ClusterID)
-	c.brokerObjects(ctx, s, dyn, c.agent.BrokerNamespace)
+	s.Success("Reading the broker at %s that cluster %q joined", c.Agent.BrokerURL, c.Agent.ClusterID)
+	c.brokerObjects(ctx, s, dyn, c.Agent.BrokerNamespace)
 }
 
 // brokerObjects are what a member may read in a broker namespace, the

@@ -37,8 +37,8 @@ func showBrokers(ctx context.Context, c *cluster) *result {
 		r.Fail("error retrieving brokers: %v", err)
 		return r
 	}
-	if c.agent != nil {
-		j := joinedBroker(ctx, c.agent, r)
+	if c.Agent != nil {
+		j := joinedBroker(ctx, c.Agent, r)
 		if !slices.ContainsFunc(rows, func(h brokerRow) bool { return h.namespace == j.namespace && sameURL(h.url, j.url) }) {
 			rows = append(rows, j)
 		}
@@ -64,11 +64,11 @@ func sameURL(a, b string) bool { return strings.TrimSuffix(a, "/") == strings.Tr
 // Globalnet ConfigMap. A user who may not list ConfigMaps cluster-wide is
 // asked about the default broker namespace only.
 func hostedBrokers(ctx context.Context, c *cluster) ([]brokerRow, error) {
-	cms := c.kc.CoreV1().ConfigMaps(metav1.NamespaceAll)
+	cms := c.Kube.CoreV1().ConfigMaps(metav1.NamespaceAll)
 	list, err := cms.List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", api.GlobalnetConfigMapName).String()})
 	if apierrors.IsForbidden(err) {
 		list = &corev1.ConfigMapList{}
-		cm, err := c.kc.CoreV1().ConfigMaps(api.DefaultBrokerNamespace).Get(ctx, api.GlobalnetConfigMapName, metav1.GetOptions{})
+		cm, err := c.Kube.CoreV1().ConfigMaps(api.DefaultBrokerNamespace).Get(ctx, api.GlobalnetConfigMapName, metav1.GetOptions{})
 		switch {
 		case err == nil:
 			list.Items = append(list.Items, *cm)
@@ -83,7 +83,7 @@ func hostedBrokers(ctx context.Context, c *cluster) ([]brokerRow, error) {
 		cm := &list.Items[i]
 		b := brokerRow{
 			namespace:  cm.Namespace,
-			url:        c.target.Config.Host,
+			url:        c.Target.Config.Host,
 			components: []string{api.ComponentConnectivity, api.ComponentServiceDiscovery},
 		}
 		b.globalnet, b.cidrRange, b.clusterSize = globalnetSettings(cm)

@@ -33,14 +33,7 @@ type Target struct {
 
 // cluster is one reachable cluster and what Snorkel keeps in it.
 type cluster struct {
-	target Target
-	// ns is the agent namespace.
-	ns  string
-	kc  kubernetes.Interface
-	dyn dynamic.Interface
-	// agent is the agent configuration `snorkel join` stored; nil when
-	// Snorkel is not installed.
-	agent *api.AgentConfig
+	*Conn
 
 	gateways     []submv1.Gateway
 	gatewaysErr  error
@@ -56,22 +49,41 @@ func withTimeout(cfg *rest.Config) *rest.Config {
 	return cfg
 }
 
-// open connects to t's cluster and reads the agent configuration in
-// namespace ns. The error says why the cluster cannot be shown.
-func open(ctx context.Context, t Target, ns string) (*cluster, error) {
+// Conn is a reachable cluster and the agent configuration `snorkel join`
+// stored in it: what show, diagnose and gather start from.
+type Conn struct {
+	Target Target
+	// Config reaches the cluster, with a timeout on every request.
+	Config *rest.Config
+	// Namespace is the agent namespace.
+	Namespace string
+	Kube      kubernetes.Interface
+	Dynamic   dynamic.Interface
+	// Agent is nil when Snorkel is not installed.
+	Agent *api.AgentConfig
+}
+
+// Connect reaches t's cluster and reads the agent configuration in
+// namespace ns; timeout bounds each request (0: the kubeconfig's, else
+// 15 s). The error says why
+// the cluster cannot be read, in a user's words.
+func Connect(ctx context.Context, t Target, ns string, timeout time.Duration) (*Conn, error) {
 	if t.Err != nil {
 		return nil, t.Err
 	}
 	cfg := withTimeout(t.Config)
-	c := &cluster{target: t, ns: ns}
+	if timeout != 0 {
+		cfg.Timeout = timeout
+	}
+	c := &Conn{Target: t, Config: cfg, Namespace: ns}
 	var err error
-	if c.kc, err = kubernetes.NewForConfig(cfg); err != nil {
+	if c.Kube, err = kubernetes.NewForConfig(cfg); err != nil {
 		return nil, fmt.Errorf("context %q: %w", t.Context, err)
 	}
-	if c.dyn, err = dynamic.NewForConfig(cfg); err != nil {
+	if c.Dynamic, err = dynamic.NewForConfig(cfg); err != nil {
 		return nil, fmt.Errorf("context %q: %w", t.Context, err)
 	}
-	if _, err := c.kc.Discovery().ServerVersion(); err != nil {
+	if _, err := c.Kube.Discovery().ServerVersion(); err != nil {
 		var status apierrors.APIStatus
 		switch {
 		case apierrors.IsUnauthorized(err), apierrors.IsForbidden(err):
@@ -81,9 +93,9 @@ func open(ctx context.Context, t Target, ns string) (*cluster, error) {
 		}
 		return nil, fmt.Errorf("cannot reach context %q at %s: %w", t.Context, cfg.Host, err)
 	}
-	c.agent, err = api.LoadAgentConfig(ctx, c.kc, ns)
+	c.Agent, err = api.LoadAgentConfig(ctx, c.Kube, ns)
 	if apierrors.IsNotFound(err) {
-		c.agent, err = nil, nil
+		c.Agent, err = nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("context %q: %w", t.Context, err)
@@ -91,10 +103,19 @@ func open(ctx context.Context, t Target, ns string) (*cluster, error) {
 	return c, nil
 }
 
-// notInstalled is the message for a cluster without Snorkel.
-func (c *cluster) notInstalled() string {
+// NotInstalled is the message for a cluster without Snorkel.
+func (c *Conn) NotInstalled() string {
 	return fmt.Sprintf("Snorkel is not installed in context %q (no Secret %s/%s): run `snorkel join` for this cluster",
-		c.target.Context, c.ns, api.AgentSecretName)
+		c.Target.Context, c.Namespace, api.AgentSecretName)
+}
+
+// open connects to t's cluster for the views.
+func open(ctx context.Context, t Target, ns string) (*cluster, error) {
+	conn, err := Connect(ctx, t, ns, 0)
+	if err != nil {
+		return nil, err
+	}
+	return &cluster{Conn: conn}, nil
 }
 
 // listGateways reads the Gateway objects of the agent namespace once, in
@@ -104,9 +125,9 @@ func (c *cluster) listGateways(ctx context.Context) ([]submv1.Gateway, error) {
 		return c.gateways, c.gatewaysErr
 	}
 	c.gatewaysRead = true
-	list, err := c.dyn.Resource(submv1.GatewayResource).Namespace(c.ns).List(ctx, metav1.ListOptions{})
+	list, err := c.Dynamic.Resource(submv1.GatewayResource).Namespace(c.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		c.gatewaysErr = fmt.Errorf("listing the Gateways in namespace %s: %w", c.ns, err)
+		c.gatewaysErr = fmt.Errorf("listing the Gateways in namespace %s: %w", c.Namespace, err)
 		return nil, c.gatewaysErr
 	}
 	for i := range list.Items {

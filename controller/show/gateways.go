@@ -15,7 +15,7 @@ func readGateways(ctx context.Context, c *cluster, r *result) []submv1.Gateway {
 	case err != nil:
 		r.Fail("error retrieving gateways: %v", err)
 	case len(gws) == 0:
-		r.none("no gateways detected: namespace %s has no Gateway objects; is `snorkel agent` running on this cluster's gateway nodes?", c.ns)
+		r.none("no gateways detected: namespace %s has no Gateway objects; is `snorkel agent` running on this cluster's gateway nodes?", c.Namespace)
 	}
 	return gws
 }

@@ -11,7 +11,7 @@ import (
 // showNetworks is `snorkel show networks`: the cluster's network details
 // as `snorkel join` recorded them, in the layout of subctl's.
 func showNetworks(_ context.Context, c *cluster) *result {
-	return &result{shown: true, body: bodyOf(networkDetails(c.agent))}
+	return &result{shown: true, body: bodyOf(networkDetails(c.Agent))}
 }
 
 func networkDetails(ac *api.AgentConfig) string {

@@ -120,8 +120,8 @@ func (o *Options) showCluster(ctx context.Context, views []View, t Target) (show
 			fmt.Fprintln(o.Out)
 		}
 		s := sections[v]
-		if s.needsAgent && c.agent == nil {
-			statusline.Write(o.Status, statusline.Warn, c.notInstalled())
+		if s.needsAgent && c.Agent == nil {
+			statusline.Write(o.Status, statusline.Warn, c.NotInstalled())
 			break
 		}
 		r := s.show(ctx, c)

@@ -302,7 +302,7 @@ gw-c1   active      All connections (1) are established
 			t.Fatal(err)
 		}
 		ac.BrokerToken = "revoked"
-		c := &cluster{target: Target{Context: "c2", Config: w.c2.Config()}, ns: api.AgentNamespace, kc: kc, agent: ac}
+		c := &cluster{Conn: &Conn{Target: Target{Context: "c2", Config: w.c2.Config()}, Namespace: api.AgentNamespace, Kube: kc, Agent: ac}}
 		r := showBrokers(ctx, c)
 		if r.Failed() || !r.shown || r.Worst() != statusline.Warn || len(r.Notes()) != 1 || !strings.Contains(r.Notes()[0].Text, "Cannot read the Globalnet settings of the broker at "+w.brk.URL) {
 			t.Fatalf("result %+v", r)

@@ -45,7 +45,7 @@ func showVersions(ctx context.Context, c *cluster) *result {
 		return r
 	}
 	if t.empty() {
-		r.none("no versions found: namespace %s has no workloads and no Gateway objects; is `snorkel agent` running on this cluster's gateway nodes?", c.ns)
+		r.none("no versions found: namespace %s has no workloads and no Gateway objects; is `snorkel agent` running on this cluster's gateway nodes?", c.Namespace)
 		return r
 	}
 	r.shown, r.body = true, t.write
@@ -128,16 +128,16 @@ func workloads(ctx context.Context, c *cluster) ([]workload, error) {
 			out = append(out, workload{name, tmpl, sel})
 		}
 	}
-	dss, err := c.kc.AppsV1().DaemonSets(c.ns).List(ctx, metav1.ListOptions{})
+	dss, err := c.Kube.AppsV1().DaemonSets(c.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("listing the DaemonSets in namespace %s: %w", c.ns, err)
+		return nil, fmt.Errorf("listing the DaemonSets in namespace %s: %w", c.Namespace, err)
 	}
 	for i := range dss.Items {
 		keep(dss.Items[i].Name, &dss.Items[i].Spec.Template, dss.Items[i].Spec.Selector)
 	}
-	deps, err := c.kc.AppsV1().Deployments(c.ns).List(ctx, metav1.ListOptions{})
+	deps, err := c.Kube.AppsV1().Deployments(c.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("listing the Deployments in namespace %s: %w", c.ns, err)
+		return nil, fmt.Errorf("listing the Deployments in namespace %s: %w", c.Namespace, err)
 	}
 	for i := range deps.Items {
 		keep(deps.Items[i].Name, &deps.Items[i].Spec.Template, deps.Items[i].Spec.Selector)
@@ -149,11 +149,11 @@ func workloads(ctx context.Context, c *cluster) ([]workload, error) {
 func workloadNodes(ctx context.Context, c *cluster, w workload) ([]string, error) {
 	sel, err := metav1.LabelSelectorAsSelector(w.selector)
 	if err != nil {
-		return nil, fmt.Errorf("the selector of %s in namespace %s: %w", w.name, c.ns, err)
+		return nil, fmt.Errorf("the selector of %s in namespace %s: %w", w.name, c.Namespace, err)
 	}
-	pods, err := c.kc.CoreV1().Pods(c.ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	pods, err := c.Kube.CoreV1().Pods(c.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
 	if err != nil {
-		return nil, fmt.Errorf("listing the pods of %s in namespace %s: %w", w.name, c.ns, err)
+		return nil, fmt.Errorf("listing the pods of %s in namespace %s: %w", w.name, c.Namespace, err)
 	}
 	var nodes []string
 	for i := range pods.Items {
@@ -172,7 +172,7 @@ func archLookup(ctx context.Context, c *cluster) func(string) (string, error) {
 		if a, ok := known[node]; ok {
 			return a, nil
 		}
-		n, err := c.kc.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		n, err := c.Kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err), apierrors.IsForbidden(err):
 			known[node] = ""
