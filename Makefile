@@ -12,10 +12,13 @@ FUZZTIME ?= 20000x
 TRANSPORT ?= wireguard
 IMAGE ?= ghcr.io/snorkel-net/snorkel:dev
 # The API server the control-plane tests run against, built from the Go
-# module proxy (controller/kubelocal/build-kube-apiserver) and cached.
+# module proxy (controller/kubelocal/build-kube) and cached.
 KUBE_VERSION := v1.37.2
 KUBE_APISERVER := $(TOOLS)/kube-apiserver-$(KUBE_VERSION)
 export SNORKEL_KUBE_APISERVER := $(KUBE_APISERVER)
+# What the real-node lab runs besides: a kubelet and kube-proxy per node, a
+# controller manager and scheduler per cluster; same build, same cache.
+KUBE_NODE_TOOLS := $(foreach c,kubelet kube-proxy kube-controller-manager kube-scheduler,$(TOOLS)/$(c)-$(KUBE_VERSION))
 # CoreDNS, which the dnsd tests resolve through and the DNS benchmark
 # compares against; built from the Go module proxy and cached.
 COREDNS_VERSION := v1.15.0
@@ -95,8 +98,8 @@ $(TOOLS)/wireguard-go: go.mod
 	$(GO) build -o $@ golang.zx2c4.com/wireguard
 
 # About ten minutes on two cores the first time; the version is in the name.
-$(KUBE_APISERVER):
-	KUBE_VERSION=$(KUBE_VERSION) nice controller/kubelocal/build-kube-apiserver $@ $(CACHE)/kube-build
+$(KUBE_APISERVER) $(KUBE_NODE_TOOLS): $(TOOLS)/%-$(KUBE_VERSION):
+	KUBE_VERSION=$(KUBE_VERSION) nice controller/kubelocal/build-kube $@ $(CACHE)/kube-build $*
 
 # About six minutes on two cores the first time.
 $(COREDNS):
