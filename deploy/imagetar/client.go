@@ -60,11 +60,11 @@ func Client(tag string) (Image, error) {
 		return Image{}, err
 	}
 	for _, lib := range libs {
-		fs, err := hostFiles(lib)
+		chain, err := hostFiles(lib)
 		if err != nil {
 			return Image{}, err
 		}
-		for _, f := range fs {
+		for _, f := range chain {
 			files[f.Path] = f
 		}
 	}
