@@ -76,7 +76,7 @@ perf: build tools ## data path against every baseline, all workloads, Globalnet 
 lab: build ## the two-cluster lab: up, demo, down (root); TRANSPORT=wireguard|vxlan
 	$(BIN)/snorkel lab run --transport $(TRANSPORT)
 
-image: ## the container image (deploy/Dockerfile) with docker or podman; IMAGE=ghcr.io/snorkel-net/snorkel:dev
+image: ## the container image (deploy/Dockerfile) with docker or podman, else bin/snorkel-image.tar for ctr/docker/kind to load; IMAGE=ghcr.io/snorkel-net/snorkel:dev
 	deploy/image.sh $(IMAGE)
 
 kind-lab: build ## the Submariner tutorial on Kind (docker, kind, kubectl): clusters, Snorkel, exports, demo; TRANSPORT=wireguard|esp|vxlan

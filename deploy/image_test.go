@@ -4,6 +4,7 @@ import (
 	"debug/elf"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -108,6 +109,65 @@ func checkFlags(t *testing.T, bin string, args []string) {
 		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
 		if !regexp.MustCompile(`(?m)^\s+-` + regexp.QuoteMeta(name) + `(\s|$)`).Match(out) {
 			t.Errorf("snorkel %s has no flag --%s, which a manifest passes:\n%s", strings.Join(sub, " "), name, out)
+		}
+	}
+}
+
+// fakeGo stands in for go: it logs its arguments and writes the file an
+// -o names, as go build and go run ./deploy/mkimage would.
+const fakeGo = `#!/bin/sh
+echo "go $*" >> "$LOG"
+while [ $# -gt 0 ]; do
+	if [ "$1" = -o ]; then echo built > "$2"; fi
+	shift
+done
+`
+
+// TestImageScriptWritesAnArchiveWithoutAnEngine runs image.sh where no
+// engine works but Go is installed: it must build the static binary with
+// build-static.sh, write the archive with mkimage under the image's name,
+// and say how to load it.
+func TestImageScriptWritesAnArchiveWithoutAnEngine(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("bash is not installed")
+	}
+	for _, tc := range []struct {
+		name       string
+		fakeDocker string
+		why        string
+	}{
+		{"no engine", "", "docker: not installed"},
+		{"docker without its daemon", failingDocker, "docker: installed, but it cannot reach its engine"},
+	} {
+		// build-static.sh runs as its own bash script.
+		dir := pathWith(t, tc.fakeDocker, "bash", "dirname", "mkdir")
+		if err := os.WriteFile(filepath.Join(dir, "go"), []byte(fakeGo), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		state := t.TempDir()
+		log, archive := filepath.Join(state, "log"), filepath.Join(state, "out", "snorkel-image.tar")
+		binary := filepath.Join(state, "out", "snorkel-static")
+		cmd := exec.Command(bash, "image.sh", "example.test/snorkel:v9")
+		cmd.Env = []string{"PATH=" + dir, "LOG=" + log, "ARCHIVE=" + archive, "VERSION=v9"}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Errorf("%s: %v\n%s", tc.name, err, out)
+			continue
+		}
+		b, _ := os.ReadFile(log)
+		calls := strings.Split(strings.TrimSpace(string(b)), "\n")
+		want := []string{
+			"go build -trimpath -ldflags -s -w -X main.version=v9 -o " + binary + " ./cmd/snorkel",
+			"go run ./deploy/mkimage -o " + archive + " --snorkel " + binary + " --snorkel-tag example.test/snorkel:v9",
+		}
+		if strings.Join(calls, "\n") != strings.Join(want, "\n") {
+			t.Errorf("%s: ran\n%s\nwant\n%s", tc.name, strings.Join(calls, "\n"), strings.Join(want, "\n"))
+		}
+		for _, w := range []string{tc.why, "ctr -n k8s.io images import " + archive, "docker load -i " + archive, "kind load image-archive " + archive} {
+			if !strings.Contains(string(out), w) {
+				t.Errorf("%s: output lacks %q:\n%s", tc.name, w, out)
+			}
 		}
 	}
 }

@@ -228,7 +228,7 @@ func TestImageScriptSaysWhatIsMissing(t *testing.T) {
 		fakeDocker string
 		want       []string
 	}{
-		{"no engine", "", []string{"found none that works", "docker: not installed", "podman: not installed", "deploy/build-static.sh"}},
+		{"no engine", "", []string{"found none that works", "docker: not installed", "podman: not installed", "go: not installed", "deploy/build-static.sh"}},
 		{"docker without its daemon", failingDocker, []string{"docker: installed, but it cannot reach its engine: Cannot connect to the Docker daemon"}},
 	} {
 		out, code := runScript(t, pathWith(t, tc.fakeDocker, "dirname"), "image.sh")
