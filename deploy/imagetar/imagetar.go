@@ -8,9 +8,10 @@
 // An image is one layer built from a list of files; the recipes (Snorkel,
 // Pause, CoreDNS, Client) say which files each image holds.
 //
-// Write holds each layer in memory while it hashes it, so an image costs
-// its size in RAM for the duration of the call. Nothing here is safe for
-// concurrent use of the same Image, and nothing needs to be.
+// Write holds one layer at a time in memory, since the archive names each
+// layer by its digest before its bytes: an image costs its size in RAM
+// while it is written. Write only reads its images and the host files
+// they name, so concurrent calls are safe.
 package imagetar
 
 import (
