@@ -28,6 +28,7 @@ import (
 	"math/big"
 	mrand "math/rand/v2"
 	"net"
+	"net/netip"
 	"net/http"
 	"os"
 	"os/exec"
@@ -177,7 +178,11 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 			s.Stop()
 		}
 	}()
-	if err := s.writeCredentials(addr); err != nil {
+	serviceIP, err := firstServiceIP(o.ServiceCIDR)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.writeCredentials(addr, serviceIP); err != nil {
 		return nil, err
 	}
 	for attempt := 1; ; attempt++ {
@@ -228,9 +233,10 @@ func (s *Server) launch(ctx context.Context, o Options, apiBin, etcdBin string) 
 	s.api, err = s.spawn("apiserver", apiBin,
 		"--etcd-servers", etcdURL,
 		"--bind-address", o.Address, "--advertise-address", o.Address,
-		// The kubernetes Service's endpoints may not be a loopback address,
-		// and nothing in a one-process cluster needs them.
-		"--endpoint-reconciler-type", "none",
+		"--endpoint-reconciler-type", endpointReconciler(o.Address),
+		// Logs and exec reach a kubelet by the node's InternalIP: its name
+		// would be looked up through the host's resolver.
+		"--kubelet-preferred-address-types", "InternalIP",
 		"--secure-port", strconv.Itoa(ports[2]),
 		"--tls-cert-file", filepath.Join(s.dir, "serving.crt"),
 		"--tls-private-key-file", filepath.Join(s.dir, "serving.key"),
@@ -247,6 +253,16 @@ func (s *Server) launch(ctx context.Context, o Options, apiBin, etcdBin string) 
 		return err
 	}
 	return s.waitReady(ctx)
+}
+
+// endpointReconciler keeps the kubernetes Service's endpoints, which pods
+// reach the API server through, at Address. They may not be a loopback
+// address, and nothing in a cluster without nodes needs them.
+func endpointReconciler(address string) string {
+	if a, err := netip.ParseAddr(address); err == nil && a.IsLoopback() {
+		return "none"
+	}
+	return "lease"
 }
 
 // portTaken reports whether etcd or the API server failed because another
@@ -411,7 +427,22 @@ func (s *Server) Stop() {
 
 // writeCredentials writes a CA and the serving certificate it signs, the
 // service-account signing key, and the admin token.
-func (s *Server) writeCredentials(addr net.IP) error {
+// firstServiceIP is the kubernetes Service's ClusterIP, the first address
+// of the Service CIDR, which pods dial the API server at.
+func firstServiceIP(cidr string) (net.IP, error) {
+	p, err := netip.ParsePrefix(cidr)
+	if err != nil || !p.Addr().Is4() {
+		return nil, fmt.Errorf("kubelocal: Options.ServiceCIDR %q is not an IPv4 CIDR", cidr)
+	}
+	return net.IP(p.Masked().Addr().Next().AsSlice()), nil
+}
+
+// Dir holds the server's state: ca.crt, which signs the serving
+// certificate, and sa.key, the ServiceAccount signing key, are the files a
+// kube-controller-manager needs.
+func (s *Server) Dir() string { return s.dir }
+
+func (s *Server) writeCredentials(addr, serviceIP net.IP) error {
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return err
@@ -445,7 +476,7 @@ func (s *Server) writeCredentials(addr net.IP) error {
 		NotAfter:     now.Add(10 * 365 * 24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), addr},
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), addr, serviceIP},
 		DNSNames:     []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
 	}
 	srvDER, err := x509.CreateCertificate(rand.Reader, srvTmpl, ca, &srvKey.PublicKey, caKey)

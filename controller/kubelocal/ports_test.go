@@ -24,3 +24,22 @@ func TestFreePortsAvoidTheEphemeralRange(t *testing.T) {
 		}
 	}
 }
+
+// TestInClusterAccess checks what pods need to reach an API server that
+// serves real nodes: the kubernetes Service's ClusterIP in its
+// certificate, and its endpoints kept at a non-loopback address.
+func TestInClusterAccess(t *testing.T) {
+	ip, err := firstServiceIP("10.88.0.0/16")
+	if err != nil || ip.String() != "10.88.0.1" {
+		t.Errorf("firstServiceIP(10.88.0.0/16) = %v, %v; want 10.88.0.1", ip, err)
+	}
+	if _, err := firstServiceIP("fd00::/108"); err == nil {
+		t.Error("an IPv6 Service CIDR was taken")
+	}
+	if got := endpointReconciler("127.0.0.1"); got != "none" {
+		t.Errorf("loopback: reconciler %s, want none", got)
+	}
+	if got := endpointReconciler("198.18.0.1"); got != "lease" {
+		t.Errorf("198.18.0.1: reconciler %s, want lease", got)
+	}
+}
