@@ -7,6 +7,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
 )
 
 // kubernetesServiceCIDR is the ServiceCIDR object the API server keeps for
@@ -28,7 +29,8 @@ func discoverServiceCIDRs(ctx context.Context, kc kubernetes.Interface) ([]strin
 }
 
 // discoverPodCIDRs finds the cluster's Pod CIDRs: the --cluster-cidr of a
-// kube-controller-manager pod, else the podCIDRs of the cluster's node when
+// kube-controller-manager pod, else the clusterCIDR of kube-proxy's
+// configuration, else the podCIDRs of the cluster's node when
 // it has one (with several, each node holds only its own slice of the
 // cluster's range). It returns no CIDRs, and why, when the cluster does not
 // tell.
@@ -47,6 +49,11 @@ func discoverPodCIDRs(ctx context.Context, kc kubernetes.Interface) ([]string, s
 		}
 		why = append(why, "no kube-controller-manager pod in kube-system shows --cluster-cidr")
 	}
+	cidrs, reason := kubeProxyClusterCIDR(ctx, kc)
+	if len(cidrs) > 0 {
+		return cidrs, ""
+	}
+	why = append(why, reason)
 	nodes, err := kc.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	switch {
 	case err != nil:
@@ -76,4 +83,31 @@ func flagValue(argv []string, name string) string {
 		}
 	}
 	return ""
+}
+
+// kubeProxyConfigMap is where kubeadm (and kind) keep kube-proxy's
+// KubeProxyConfiguration, under kubeProxyConfigKey.
+const (
+	kubeProxyConfigMap = "kube-proxy"
+	kubeProxyConfigKey = "config.conf"
+)
+
+// kubeProxyClusterCIDR reads clusterCIDR, the cluster's Pod CIDRs
+// (comma-separated), from kube-proxy's ConfigMap; it returns why not when
+// there is none.
+func kubeProxyClusterCIDR(ctx context.Context, kc kubernetes.Interface) ([]string, string) {
+	cm, err := kc.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(ctx, kubeProxyConfigMap, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Sprintf("reading ConfigMap kube-system/%s: %v", kubeProxyConfigMap, err)
+	}
+	var conf struct {
+		ClusterCIDR string `json:"clusterCIDR"`
+	}
+	if err := yaml.Unmarshal([]byte(cm.Data[kubeProxyConfigKey]), &conf); err != nil {
+		return nil, fmt.Sprintf("ConfigMap kube-system/%s %s: %v", kubeProxyConfigMap, kubeProxyConfigKey, err)
+	}
+	if conf.ClusterCIDR == "" {
+		return nil, fmt.Sprintf("ConfigMap kube-system/%s sets no clusterCIDR", kubeProxyConfigMap)
+	}
+	return strings.Split(conf.ClusterCIDR, ","), ""
 }
