@@ -147,19 +147,30 @@ func TestAgentDaemonSet(t *testing.T) {
 		t.Error("the root file system is writable")
 	}
 	hostPaths := map[string]*corev1.HostPathVolumeSource{}
+	memory := map[string]bool{}
 	for _, v := range spec.Volumes {
-		if v.HostPath == nil {
-			t.Errorf("volume %s is not a host path", v.Name)
-			continue
+		switch {
+		case v.HostPath != nil:
+			hostPaths[v.Name] = v.HostPath
+		case v.EmptyDir != nil && v.EmptyDir.Medium == corev1.StorageMediumMemory:
+			memory[v.Name] = true
+		default:
+			t.Errorf("volume %s is neither a host path nor memory", v.Name)
 		}
-		hostPaths[v.Name] = v.HostPath
 	}
 	mounts := map[string]string{}
 	for _, m := range c.VolumeMounts {
 		mounts[m.MountPath] = m.Name
-		if hp := hostPaths[m.Name]; hp == nil || hp.Path != m.MountPath {
+		if hp := hostPaths[m.Name]; !memory[m.Name] && (hp == nil || hp.Path != m.MountPath) {
 			t.Errorf("mount %s is not the node's %s", m.MountPath, m.MountPath)
 		}
+		if m.MountPath == "/var/lib/snorkel" && m.SubPathExpr != "$(NODE_NAME)" {
+			t.Errorf("/var/lib/snorkel mounts subPathExpr %q, want the node's own directory $(NODE_NAME)", m.SubPathExpr)
+		}
+	}
+	// wireguard-go makes its UAPI socket there, and the root is read-only.
+	if !memory[mounts["/var/run/wireguard"]] {
+		t.Errorf("/var/run/wireguard is not a memory volume")
 	}
 	if hp := hostPaths[mounts["/dev/net/tun"]]; hp == nil || hp.Type == nil || *hp.Type != corev1.HostPathCharDev {
 		t.Errorf("/dev/net/tun is not mounted from the node as a character device")
