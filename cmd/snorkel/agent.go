@@ -41,7 +41,7 @@ func runAgent(args []string) error {
 	privateIP := fs.String("private-ip", "", "this node's address between gateways (default the local address that reaches the broker)")
 	publicIP := fs.String("public-ip", "", "the address other clusters reach this node at across NAT (default the node's "+agent.PublicIPAnnotation+" annotation, else what NAT discovery learns)")
 	discoveryPort := fs.Int("natt-discovery-port", natdiscovery.DefaultPort, "the UDP port of NAT discovery, served on the private IP and published to the other gateways")
-	healthCheckIP := fs.String("health-check-ip", "", "this gateway's address on its TUN device, published for other gateways' health probes (default none)")
+	healthCheckIP := fs.String("health-check-ip", "", "this gateway's address on its TUN device, published for other gateways' health probes (default the node's address in the cluster's Pod CIDRs, else --private-ip; none when the cluster joined with --health-check=false)")
 	keyFile := fs.String("wireguard-key-file", "/var/lib/snorkel/wireguard.key", "WireGuard private key, made if missing (wireguard cable driver only)")
 	tunName := fs.String("tun", gateway.DefaultTUNName, "the gateway's TUN device")
 	metrics := fs.String("metrics-address", ":9898", "where the gateway serves /metrics and /healthz; empty for none")
@@ -71,6 +71,9 @@ func runAgent(args []string) error {
 		if *privateIP, err = addressTowards(member.BrokerURL); err != nil {
 			return fmt.Errorf("cannot tell this node's address (%w): pass --private-ip", err)
 		}
+	}
+	if *healthCheckIP == "" && !member.HealthCheckOff {
+		*healthCheckIP = agent.HealthCheckAddress(member.ClusterCIDRs, *privateIP, agent.InterfaceAddrs(*tunName))
 	}
 	if *publicIP == "" {
 		if *publicIP, err = annotatedPublicIP(ctx, kc, *nodeName); err != nil {
