@@ -56,7 +56,7 @@ func runJoin(args []string, out io.Writer) error {
 	fs.StringVar(&o.CableDriver, "cable-driver", api.DefaultCableDriver, "gateway transport: "+strings.Join(transport.Kinds, ", "))
 	clusterCIDR := fs.String("clustercidr", "", "this cluster's Pod CIDRs, comma-separated (default what the cluster tells)")
 	serviceCIDR := fs.String("servicecidr", "", "this cluster's Service CIDRs, comma-separated (default what the cluster tells)")
-	fs.StringVar(&c.Member.Image, "image", deploy.DefaultImage, "the Snorkel image the agent and dnsd run")
+	fs.StringVar(&c.Member.Image, "image", deploy.ImageName+":"+version, "the Snorkel image the agent and dnsd run; the default is the image of this binary's version")
 	gw := &o.Gateway
 	natt := fs.Bool("natt", true, "NAT traversal: reach other clusters' gateways at their public IPs when they are behind NAT; false connects to their private IPs only")
 	fs.IntVar(&gw.NATTPort, "nattport", api.DefaultNATTPort, "the gateway's UDP port (IPsec NAT-T, WireGuard or VXLAN), published to the other clusters")
