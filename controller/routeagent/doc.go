@@ -20,7 +20,9 @@
 //     routed via the gateway's status.localEndpoint.private_ip (`ip route
 //     replace CIDR via IP proto 84 metric 1024`). The kernel takes such a
 //     route only when that address is on a subnet the node is directly on:
-//     the gateway node must share an L2 subnet with the other nodes.
+//     the gateway node must share an L2 subnet with the other nodes. Until
+//     it takes it, the CIDR is unreachable from the node, and the error
+//     says so once.
 //   - On the active gateway's node there are none of these routes: the
 //     gateway's routes into its TUN device serve. There the route agent
 //     warns if net.ipv4.ip_forward is 0, which would stop the other nodes'

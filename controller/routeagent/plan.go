@@ -63,14 +63,15 @@ type plan struct {
 	problems []string
 }
 
-// decide makes the plan for node from the Gateways of its cluster. have
-// are the destinations of the routes the agent already has: with no active
-// gateway they stay, unreachable, as the remotes last known.
-func decide(gws []*submv1.Gateway, node string, have []netip.Prefix) plan {
+// decide makes the plan for node from the Gateways of its cluster. known
+// are the remote CIDRs last known (the destinations of the routes the agent
+// has, and what it last bypassed): with no active gateway they stay,
+// unreachable, since only the active gateway's status lists the remotes.
+func decide(gws []*submv1.Gateway, node string, known []netip.Prefix) plan {
 	var p plan
 	gw := activeGateway(gws, &p)
 	if gw == nil {
-		cidrs := slices.Clone(have)
+		cidrs := slices.Clone(known)
 		for _, g := range gws {
 			cidrs = append(cidrs, remoteCIDRs(g, &p)...)
 		}

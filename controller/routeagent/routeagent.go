@@ -195,12 +195,15 @@ func (ra *RouteAgent) sync(n *node, force bool) {
 		ra.report(err)
 		return
 	}
-	var dsts []netip.Prefix
+	// The active gateway's node has no routes of the agent's: what it
+	// bypassed keeps the remotes known there, should no gateway be active
+	// next.
+	known := slices.Clone(ra.bypass)
 	for _, r := range have {
-		dsts = append(dsts, routeDst(r))
+		known = append(known, routeDst(r))
 	}
 	gws, unread := ra.listGateways()
-	p := decide(gws, ra.cfg.NodeName, dsts)
+	p := decide(gws, ra.cfg.NodeName, known)
 	p.problems = append(unread, p.problems...)
 	ra.logPlan(p)
 	var errs []error

@@ -36,7 +36,7 @@ func (n *node) routesIn(table int) ([]netlink.Route, error) {
 // want: it replaces, one by one, those that differ (`ip route replace`
 // swaps a route in place, so a destination is never without one) and then
 // deletes those no longer wanted. It goes on past a route it cannot set,
-// and returns every error.
+// which it makes unreachable, and returns every error.
 func (n *node) syncRoutes(want []route) error {
 	have, err := n.routes()
 	if err != nil {
@@ -56,11 +56,22 @@ func (n *node) syncRoutes(want []route) error {
 			continue
 		}
 		rt := netlinkRoute(w)
-		if err := n.nl.RouteReplace(&rt); err != nil {
-			if errors.Is(err, unix.ENETUNREACH) {
-				err = fmt.Errorf("%w (%w)", ErrNextHopNotOnLink, err)
+		err := n.nl.RouteReplace(&rt)
+		if err == nil {
+			continue
+		}
+		if errors.Is(err, unix.ENETUNREACH) {
+			err = fmt.Errorf("%w (%w)", ErrNextHopNotOnLink, err)
+		}
+		errs = append(errs, fmt.Errorf("routeagent: ip route replace %s: %w", w, err))
+		// Fail closed: a route the kernel refuses is unreachable until it
+		// takes it, rather than keep a route to a gateway that is no
+		// longer active, or none.
+		if w.via.IsValid() {
+			un := netlinkRoute(route{dst: w.dst})
+			if err := n.nl.RouteReplace(&un); err != nil {
+				errs = append(errs, fmt.Errorf("routeagent: ip route replace unreachable %s: %w", w.dst, err))
 			}
-			errs = append(errs, fmt.Errorf("routeagent: ip route replace %s: %w", w, err))
 		}
 	}
 	for _, r := range have {
