@@ -24,11 +24,12 @@ var commands = map[string]command{
 		"[--node-name N] [--private-ip IP] [--public-ip IP] [--natt-discovery-port 4490] [--health-check-ip IP] [--metrics-address :9898] [--debug-address 127.0.0.1:9899] [--pprof] [--dataplane-config-out FILE]"},
 	"dnsd": {run: runDNSD, usage: "clusterset.local DNS: snorkel dnsd [--listen :53] [--zone clusterset.local] [--ttl 5s] [--metrics-address ADDR] " +
 		"(--static FILE | [--kubeconfig F] [--context C] [--namespace NS] [--cluster-id ID])"},
-	"lab":     {run: runLab, usage: "the two-cluster lab: snorkel lab [run|up|down|status] [--transport wireguard|vxlan]"},
-	"show":    {run: runShow, usage: "what Snorkel runs, as subctl shows it: snorkel show connections|endpoints|gateways|networks|brokers|versions|all [--context C]; a gateway's Globalnet flows: snorkel show flows"},
-	"genkey":  {run: runGenkey, usage: "print a new WireGuard private key (base64)"},
-	"pubkey":  {run: runPubkey, usage: "read a private key on stdin, print its public key"},
-	"version": {run: runVersion, usage: "print the version"},
+	"route-agent": {run: runRouteAgent, usage: routeAgentUsage},
+	"lab":         {run: runLab, usage: "the two-cluster lab: snorkel lab [run|up|down|status] [--transport wireguard|vxlan]"},
+	"show":        {run: runShow, usage: "what Snorkel runs, as subctl shows it: snorkel show connections|endpoints|gateways|networks|brokers|versions|all [--context C]; a gateway's Globalnet flows: snorkel show flows"},
+	"genkey":      {run: runGenkey, usage: "print a new WireGuard private key (base64)"},
+	"pubkey":      {run: runPubkey, usage: "read a private key on stdin, print its public key"},
+	"version":     {run: runVersion, usage: "print the version"},
 
 	"deploy-broker": {run: toStdout(runDeployBroker), usage: deployBrokerUsage},
 	"join":          {run: toStdout(runJoin), usage: joinUsage},
