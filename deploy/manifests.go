@@ -20,14 +20,15 @@ import (
 // installs as they are, and that `snorkel join` and `snorkel deploy-broker`
 // apply from the binary by reading the same files: broker (the broker
 // namespace and its client's access), agent (the gateway DaemonSet and its
-// access), dnsd (the clusterset.local DNS server) and member (agent and dnsd
-// together, with the image to run).
+// access), routeagent (the route agent DaemonSet on every node), dnsd (the
+// clusterset.local DNS server) and member (the three together, with the
+// image to run).
 //
 //go:embed kustomize
 var kustomizeFiles embed.FS
 
 // Kustomizations are the bases under kustomize/, by directory name.
-var Kustomizations = []string{"broker", "agent", "dnsd", "member"}
+var Kustomizations = []string{"broker", "agent", "routeagent", "dnsd", "member"}
 
 // ImageName is the Snorkel image the manifests run, without a tag;
 // DefaultImage is the reference they carry.

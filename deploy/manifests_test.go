@@ -198,6 +198,50 @@ func TestAgentDaemonSet(t *testing.T) {
 	}
 }
 
+// TestRouteAgentDaemonSet checks the route agent: on every node, tainted
+// ones too, in the host network with NET_ADMIN and nothing more, under
+// Submariner's names.
+func TestRouteAgentDaemonSet(t *testing.T) {
+	ds := typed[appsv1.DaemonSet](t, find(t, "routeagent", "DaemonSet", "submariner-routeagent"))
+	if ds.Namespace != "submariner-operator" || ds.Spec.Selector.MatchLabels["app"] != "submariner-routeagent" {
+		t.Errorf("namespace %q selector %v, want submariner-operator and Submariner's app=submariner-routeagent", ds.Namespace, ds.Spec.Selector.MatchLabels)
+	}
+	for k, v := range map[string]string{"app": "submariner-routeagent", "app.kubernetes.io/name": "snorkel-routeagent",
+		"app.kubernetes.io/component": "routeagent", "app.kubernetes.io/part-of": "snorkel"} {
+		if ds.Labels[k] != v || ds.Spec.Template.Labels[k] != v {
+			t.Errorf("label %s is %q on the DaemonSet and %q on its pods, want %q", k, ds.Labels[k], ds.Spec.Template.Labels[k], v)
+		}
+	}
+	spec := ds.Spec.Template.Spec
+	if len(spec.NodeSelector) != 0 || len(spec.Tolerations) != 1 || spec.Tolerations[0].Operator != corev1.TolerationOpExists || spec.Tolerations[0].Key != "" {
+		t.Errorf("nodeSelector %v tolerations %+v, want every node, whatever its taints", spec.NodeSelector, spec.Tolerations)
+	}
+	if !spec.HostNetwork || spec.HostPID || spec.HostIPC || len(spec.Volumes) != 0 {
+		t.Errorf("hostNetwork %v hostPID %v hostIPC %v volumes %v, want the host network only", spec.HostNetwork, spec.HostPID, spec.HostIPC, spec.Volumes)
+	}
+	if spec.ServiceAccountName != "submariner-routeagent" {
+		t.Errorf("serviceAccountName %q", spec.ServiceAccountName)
+	}
+	if len(spec.Containers) != 1 {
+		t.Fatalf("%d containers", len(spec.Containers))
+	}
+	c := spec.Containers[0]
+	sc := c.SecurityContext
+	if sc == nil || sc.Privileged == nil || *sc.Privileged || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+		sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem || sc.RunAsUser == nil || *sc.RunAsUser != 0 {
+		t.Errorf("securityContext %+v: want root, unprivileged, without privilege escalation, on a read-only root", sc)
+	}
+	if sc != nil && (sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Add, []corev1.Capability{"NET_ADMIN"}) || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"})) {
+		t.Errorf("capabilities %+v, want all dropped but NET_ADMIN", sc.Capabilities)
+	}
+	if !slices.Equal(c.Args, []string{"route-agent"}) || c.Image != DefaultImage {
+		t.Errorf("args %v image %s, want route-agent and %s", c.Args, c.Image, DefaultImage)
+	}
+	if len(c.Env) != 1 || c.Env[0].Name != "NODE_NAME" || c.Env[0].ValueFrom == nil || c.Env[0].ValueFrom.FieldRef == nil || c.Env[0].ValueFrom.FieldRef.FieldPath != "spec.nodeName" {
+		t.Errorf("env %+v, want NODE_NAME from spec.nodeName", c.Env)
+	}
+}
+
 // TestDNSDeployment checks dnsd: two unprivileged replicas behind a
 // ClusterIP Service on 53 UDP and TCP named like Lighthouse's.
 func TestDNSDeployment(t *testing.T) {
@@ -278,8 +322,8 @@ func TestImages(t *testing.T) {
 			}
 		}
 	}
-	if n != 2 {
-		t.Errorf("%d containers, want the agent's and dnsd's", n)
+	if n != 3 {
+		t.Errorf("%d containers, want the agent's, the route agent's and dnsd's", n)
 	}
 	if err := ValidateImage(""); err == nil {
 		t.Error("an empty --image is accepted")

@@ -834,7 +834,7 @@ func testDryRun(t *testing.T, cs *clusterset) {
 		dryRun(cs.c1, "the "+base+" base", manifests(base, deploy.ManifestOptions{}))
 	}
 	dryRun(cs.c1, "the member base with --image", manifests(MemberManifests, deploy.ManifestOptions{Image: "localhost:5000/snorkel:dev"}))
-	dryRun(cs.c1, "join's access objects", access(append(agentAccessObjects(), dnsdAccessObjects()...)))
+	dryRun(cs.c1, "join's access objects", access(memberAccessObjects()))
 	workloads, err := memberWorkloads(deploy.DefaultImage)
 	if err != nil {
 		t.Fatal(err)

@@ -55,7 +55,8 @@ type JoinOptions struct {
 // describes: it registers a Cluster object with the broker (with only the
 // broker token info carries), records the cluster's global CIDR if the
 // broker has Globalnet on, and installs into the member the CRDs, the
-// agent's and dnsd's ServiceAccounts with least-privilege RBAC, and the
+// ServiceAccounts of the agent, the route agent and dnsd with
+// least-privilege RBAC, and the
 // agent configuration (returned); DeployMember then runs them. Joining
 // again with the same ID is idempotent; an ID another cluster holds is
 // refused.
@@ -375,14 +376,15 @@ func writeCluster(ctx context.Context, clusters dynamic.ResourceInterface, uid s
 }
 
 // installAgent installs into the member cluster the CRDs, api.AgentNamespace,
-// the agent's and dnsd's ServiceAccounts with their RBAC, and the agent's
+// the ServiceAccounts of the agent, the route agent and dnsd with their
+// RBAC, and the agent's
 // configuration Secret: everything but the workloads, which DeployMember
 // runs.
 func installAgent(ctx context.Context, member *rest.Config, kc kubernetes.Interface, cfg *api.AgentConfig) error {
 	if err := deploy.ApplyCRDs(ctx, member, false); err != nil {
 		return err
 	}
-	objs, err := unstructuredObjects(append(agentAccessObjects(), dnsdAccessObjects()...))
+	objs, err := unstructuredObjects(memberAccessObjects())
 	if err != nil {
 		return err
 	}

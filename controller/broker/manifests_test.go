@@ -33,6 +33,7 @@ func accessFiles() map[string][]any {
 		"agent/namespace.yaml":  agent[:1],
 		"agent/rbac.yaml":       agent[1:],
 		"dnsd/rbac.yaml":        dnsdAccessObjects(),
+		"routeagent/rbac.yaml":  routeAgentAccessObjects(),
 	}
 }
 
@@ -81,7 +82,7 @@ func TestManifestsHoldNoOtherAccess(t *testing.T) {
 		want []any
 	}{
 		{"broker", brokerAccessObjects(api.DefaultBrokerNamespace)},
-		{MemberManifests, append(agentAccessObjects(), dnsdAccessObjects()...)},
+		{MemberManifests, memberAccessObjects()},
 	} {
 		objs, err := deploy.Manifests(tc.base, deploy.ManifestOptions{})
 		if err != nil {
@@ -135,7 +136,7 @@ func TestMemberWorkloads(t *testing.T) {
 			}
 		}
 	}
-	want := "DaemonSet " + AgentDaemonSet + ", Service snorkel-agent-metrics, Deployment " + DNSDeployment +
+	want := "DaemonSet " + AgentDaemonSet + ", Service snorkel-agent-metrics, DaemonSet " + RouteAgentDaemonSet + ", Deployment " + DNSDeployment +
 		", Service " + DNSService + ", Service submariner-lighthouse-coredns-metrics"
 	if strings.Join(kinds, ", ") != want {
 		t.Errorf("workloads %s, want %s", strings.Join(kinds, ", "), want)

@@ -18,6 +18,9 @@ import (
 const (
 	// AgentDaemonSet runs the agent on every gateway node.
 	AgentDaemonSet = "snorkel-agent"
+	// RouteAgentDaemonSet runs the route agent on every node, named like
+	// Submariner's.
+	RouteAgentDaemonSet = "submariner-routeagent"
 	// DNSDeployment runs dnsd; DNSService is its Service, whose ClusterIP
 	// CoreDNS forwards clusterset.local to. Both are named like
 	// Lighthouse's DNS server's.
@@ -32,8 +35,8 @@ const MemberManifests = "member"
 
 // MemberOptions configures DeployMember.
 type MemberOptions struct {
-	// Image is the Snorkel image the agent and dnsd run (--image);
-	// default deploy.DefaultImage.
+	// Image is the Snorkel image the agent, the route agent and dnsd run
+	// (--image); default deploy.DefaultImage.
 	Image string
 }
 
@@ -56,7 +59,8 @@ type MemberDeployment struct {
 }
 
 // DeployMember runs Snorkel in a cluster Join set up: the agent DaemonSet
-// on the gateway nodes, dnsd and its Service (the member manifests but for
+// on the gateway nodes, the route agent DaemonSet on every node, dnsd and
+// its Service (the member manifests but for
 // the access objects Join applied), and a forward of clusterset.local to
 // dnsd in the cluster's CoreDNS. Running it again changes nothing unless
 // the image changed.

@@ -23,6 +23,11 @@ const BrokerClientServiceAccount = "submariner-k8s-broker-client"
 // Role and bindings have the same name.
 const DNSServiceAccount = "submariner-lighthouse-coredns"
 
+// RouteAgentServiceAccount is the route agent's ServiceAccount, which Join
+// installs into a member cluster, named like Submariner's route agent's;
+// its Role and RoleBinding have the same name.
+const RouteAgentServiceAccount = "submariner-routeagent"
+
 var (
 	readVerbs  = []string{"get", "list", "watch"}
 	writeVerbs = []string{"get", "list", "watch", "create", "update", "patch", "delete"}
@@ -96,6 +101,16 @@ func dnsdNamespaceRules() []*rbacv1apply.PolicyRuleApplyConfiguration {
 	}
 }
 
+// routeAgentNamespaceRules are what the route agent reads in
+// api.AgentNamespace: the Gateways, whose status names the active gateway
+// node and the remote clusters' CIDRs. It needs nothing else: it runs on
+// every node, so it may not read the agent Secret.
+func routeAgentNamespaceRules() []*rbacv1apply.PolicyRuleApplyConfiguration {
+	return []*rbacv1apply.PolicyRuleApplyConfiguration{
+		rule(submv1.Group, []string{submv1.GatewayResource.Resource}, readVerbs),
+	}
+}
+
 // partOfLabel marks every object Snorkel installs.
 var partOfLabel = map[string]string{"app.kubernetes.io/part-of": "snorkel"}
 
@@ -155,6 +170,20 @@ func dnsdAccessObjects() []any {
 		namespace: api.AgentNamespace, name: DNSServiceAccount,
 		namespaceRules: dnsdNamespaceRules(), clusterRules: dnsdClusterRules(),
 	}.objects()
+}
+
+// routeAgentAccessObjects are the route agent's access, which Join applies
+// with the agent's.
+func routeAgentAccessObjects() []any {
+	return access{namespace: api.AgentNamespace, name: RouteAgentServiceAccount, namespaceRules: routeAgentNamespaceRules()}.objects()
+}
+
+// memberAccessObjects are everything Join applies to a member besides the
+// CRDs and the agent Secret, in the member manifests' order.
+func memberAccessObjects() []any {
+	objs := agentAccessObjects()
+	objs = append(objs, routeAgentAccessObjects()...)
+	return append(objs, dnsdAccessObjects()...)
 }
 
 // unstructuredObjects turns apply configurations into objects

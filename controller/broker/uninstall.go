@@ -29,6 +29,7 @@ import (
 
 	"github.com/snorkel-net/snorkel/controller/api"
 	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
+	"github.com/snorkel-net/snorkel/controller/routeagent"
 	"github.com/snorkel-net/snorkel/controller/servicesync"
 	"github.com/snorkel-net/snorkel/deploy"
 )
@@ -86,16 +87,17 @@ func contextName(path, kubeContext string, cfg *rest.Config) string {
 	return raw.CurrentContext
 }
 
-// workloadStopWait bounds the wait for the agent's and dnsd's pods to end
-// once their DaemonSet and Deployment are deleted: their grace period is
-// 30 seconds.
+// workloadStopWait bounds the wait for the pods of the agent, the route
+// agent and dnsd to end once their DaemonSets and Deployment are deleted:
+// their grace period is 30 seconds.
 const workloadStopWait = 2 * time.Minute
 
 // Uninstall removes Snorkel from the cluster member reaches, and the
 // cluster from its broker, telling out each step as subctl does; name is
 // how the lines call the cluster.
 //
-// It stops the agent and dnsd first, so that nothing publishes the
+// It stops the agent, the route agent and dnsd first, so that nothing
+// publishes the
 // cluster again, then removes it from the broker with Leave (its Cluster,
 // Endpoints, exported services and global CIDR: the other members stop
 // importing its services) while the agent Secret still holds the broker's
@@ -187,7 +189,7 @@ func installedObjects() ([]*unstructured.Unstructured, error) {
 	if err != nil {
 		return nil, err
 	}
-	access, err := unstructuredObjects(append(agentAccessObjects(), dnsdAccessObjects()...))
+	access, err := unstructuredObjects(memberAccessObjects())
 	if err != nil {
 		return nil, err
 	}
@@ -231,10 +233,10 @@ func objectKey(obj *unstructured.Unstructured) string {
 	return obj.GetNamespace() + "/" + obj.GetName()
 }
 
-// stopWorkloads deletes the agent's DaemonSet and dnsd's Deployment and
-// waits for their pods to end.
+// stopWorkloads deletes the DaemonSets of the agent and the route agent
+// and dnsd's Deployment, and waits for their pods to end.
 func (u *uninstaller) stopWorkloads(ctx context.Context) error {
-	u.st.start("Stopping the Snorkel agent and dnsd on cluster %q", u.name)
+	u.st.start("Stopping the Snorkel agent, route agent and dnsd on cluster %q", u.name)
 	objs, err := memberWorkloads(deploy.DefaultImage)
 	if err != nil {
 		return u.st.failure(err)
@@ -254,6 +256,12 @@ func (u *uninstaller) stopWorkloads(ctx context.Context) error {
 		if deleted {
 			u.st.success("Deleted %s %s", obj.GetKind(), objectKey(obj))
 		}
+		if deleted && obj.GetName() == RouteAgentDaemonSet {
+			// It leaves them so that pods keep working while it rolls; it
+			// cannot tell a rollout from its end.
+			u.st.warning("The route agent leaves its routes (protocol %d) and nftables table ip %s on the nodes: remove them with `snorkel route-agent --uninstall` on each node",
+				routeagent.RouteProtocol, routeagent.TableName)
+		}
 	}
 	running := func(ctx context.Context) (bool, error) {
 		for _, p := range pods {
@@ -269,7 +277,7 @@ func (u *uninstaller) stopWorkloads(ctx context.Context) error {
 	case wait.Interrupted(err):
 		u.st.warning("Their pods have not ended within %v (a node that is down cannot confirm it): they will not start again", workloadStopWait)
 	case err != nil:
-		return u.st.failure(fmt.Errorf("listing the agent's and dnsd's pods: %w", err))
+		return u.st.failure(fmt.Errorf("listing the pods of the agent, the route agent and dnsd: %w", err))
 	}
 	return nil
 }

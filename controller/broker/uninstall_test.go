@@ -431,6 +431,8 @@ func TestUninstallAndRecover(t *testing.T) {
 			` ✓ Checking if Snorkel is installed on cluster "c1"`,
 			` ✓ Cluster "c1" is joined to the broker at `+info.BrokerURL+` as "c1"`,
 			` ✓ Deleted DaemonSet submariner-operator/snorkel-agent`,
+			` ✓ Deleted DaemonSet submariner-operator/submariner-routeagent`,
+			" ⚠ The route agent leaves its routes (protocol 84) and nftables table ip snorkel-routeagent on the nodes: remove them with `snorkel route-agent --uninstall` on each node",
 			` ✓ Removing cluster "c1" from the broker at `+info.BrokerURL+` (namespace "submariner-k8s-broker")`,
 			` ✓ Deleted 1 ServiceImports and 1 EndpointSlices`,
 			` ✓ CoreDNS (kube-system/coredns) no longer forwards clusterset.local`,
