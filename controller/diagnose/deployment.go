@@ -2,6 +2,7 @@ package diagnose
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -25,6 +26,7 @@ func checkDeployment(ctx context.Context, c *cluster, r *result) {
 	checkCRDs(ctx, c, r)
 	checkGatewayNodes(ctx, c, r)
 	checkAgentDaemonSet(ctx, c, r)
+	checkRouteAgentDaemonSet(ctx, c, r)
 	checkDNSDeployment(ctx, c, r)
 }
 
@@ -92,25 +94,39 @@ func checkGatewayNodes(ctx context.Context, c *cluster, r *result) {
 }
 
 func checkAgentDaemonSet(ctx context.Context, c *cluster, r *result) {
-	ds, err := c.Kube.AppsV1().DaemonSets(c.Namespace).Get(ctx, broker.AgentDaemonSet, metav1.GetOptions{})
+	checkDaemonSet(ctx, c, r, "agent", broker.AgentDaemonSet,
+		fmt.Sprintf("label a gateway node with `kubectl label node NODE %s=true`, and check that its taints are tolerated", broker.GatewayLabel))
+}
+
+// checkRouteAgentDaemonSet checks the route agent, without which the pods
+// of the nodes other than the gateway's cannot reach the remote clusters.
+func checkRouteAgentDaemonSet(ctx context.Context, c *cluster, r *result) {
+	checkDaemonSet(ctx, c, r, "route agent", broker.RouteAgentDaemonSet,
+		fmt.Sprintf("it runs on every node whose taints it tolerates: see `kubectl -n %s describe daemonset %s`", c.Namespace, broker.RouteAgentDaemonSet))
+}
+
+// checkDaemonSet checks that the DaemonSet name of component what is
+// there and all its pods are ready; noNode is the fix when it runs on no
+// node.
+func checkDaemonSet(ctx context.Context, c *cluster, r *result, what, name, noNode string) {
+	ds, err := c.Kube.AppsV1().DaemonSets(c.Namespace).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		r.Fail("The agent DaemonSet %s/%s is missing: %s", c.Namespace, broker.AgentDaemonSet, rejoin)
+		r.Fail("The %s DaemonSet %s/%s is missing: %s", what, c.Namespace, name, rejoin)
 		return
 	}
 	if err != nil {
-		r.Fail("Cannot read the agent DaemonSet %s/%s: %v", c.Namespace, broker.AgentDaemonSet, err)
+		r.Fail("Cannot read the %s DaemonSet %s/%s: %v", what, c.Namespace, name, err)
 		return
 	}
 	desired, ready := ds.Status.DesiredNumberScheduled, ds.Status.NumberReady
 	switch {
 	case desired == 0:
-		r.Fail("The agent DaemonSet %s/%s runs on no node: label a gateway node with `kubectl label node NODE %s=true`, and check that its taints are tolerated",
-			c.Namespace, broker.AgentDaemonSet, broker.GatewayLabel)
+		r.Fail("The %s DaemonSet %s/%s runs on no node: %s", what, c.Namespace, name, noNode)
 	case ready < desired:
-		r.Fail("The agent DaemonSet %s/%s has %d of %d pods ready: see `kubectl -n %s describe pods -l %s` and their logs",
-			c.Namespace, broker.AgentDaemonSet, ready, desired, c.Namespace, metav1.FormatLabelSelector(ds.Spec.Selector))
+		r.Fail("The %s DaemonSet %s/%s has %d of %d pods ready: see `kubectl -n %s describe pods -l %s` and their logs",
+			what, c.Namespace, name, ready, desired, c.Namespace, metav1.FormatLabelSelector(ds.Spec.Selector))
 	default:
-		r.Success("The agent DaemonSet %s/%s has all %d pods ready", c.Namespace, broker.AgentDaemonSet, desired)
+		r.Success("The %s DaemonSet %s/%s has all %d pods ready", what, c.Namespace, name, desired)
 	}
 }
 

@@ -142,6 +142,9 @@ func (m *member) playControllers(t *testing.T, remote *member) {
 		}
 		return m.startAgentPod(ctx, ds)
 	})
+	mustDo(t, "route agent DaemonSet status", func() error {
+		return m.setRouteAgentReady(ctx, 1)
+	})
 	mustDo(t, "Deployment status", func() error {
 		d, err := m.kc.AppsV1().Deployments(ns).Get(ctx, broker.DNSDeployment, metav1.GetOptions{})
 		if err != nil {
@@ -192,6 +195,18 @@ func (m *member) playControllers(t *testing.T, remote *member) {
 
 	m.setKubeProxyMode(t, "nftables")
 	m.installCalico(t)
+}
+
+// setRouteAgentReady reports the route agent's one pod ready (1) or not
+// (0), as the DaemonSet controller would.
+func (m *member) setRouteAgentReady(ctx context.Context, ready int32) error {
+	ds, err := m.kc.AppsV1().DaemonSets(api.AgentNamespace).Get(ctx, broker.RouteAgentDaemonSet, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	ds.Status = appsv1.DaemonSetStatus{DesiredNumberScheduled: 1, CurrentNumberScheduled: 1, NumberReady: ready, NumberAvailable: ready}
+	_, err = m.kc.AppsV1().DaemonSets(api.AgentNamespace).UpdateStatus(ctx, ds, metav1.UpdateOptions{})
+	return err
 }
 
 // startAgentPod makes a pod of the DaemonSet, Running, as the kubelet
@@ -366,6 +381,7 @@ func TestDiagnose(t *testing.T) {
 		for _, want := range []string{
 			"✓ Kubernetes v1.37 (",
 			"✓ The agent DaemonSet submariner-operator/snorkel-agent has all 1 pods ready",
+			"✓ The route agent DaemonSet submariner-operator/submariner-routeagent has all 1 pods ready",
 			`✓ The detected CNI network plugin ("calico") is supported`,
 			"✓ Calico has the 1 IPPools",
 			`✓ Connection to cluster "c2" (c2-node, wireguard) is established`,
@@ -453,6 +469,13 @@ func TestDiagnose(t *testing.T) {
 			return func() { c1.setKubeProxyMode(t, "nftables") }
 		},
 		want: `✗ The kube-proxy mode "kernelspace" is not supported: use iptables or nftables`,
+	}, {
+		name: "a route agent pod not ready fails the deployment check", check: Deployment,
+		breakIt: func(t *testing.T) func() {
+			mustDo(t, "route agent not ready", func() error { return c1.setRouteAgentReady(t.Context(), 0) })
+			return func() { mustDo(t, "route agent ready", func() error { return c1.setRouteAgentReady(t.Context(), 1) }) }
+		},
+		want: "✗ The route agent DaemonSet submariner-operator/submariner-routeagent has 0 of 1 pods ready: see `kubectl -n submariner-operator describe pods -l app=submariner-routeagent`",
 	}, {
 		name: "the agent DaemonSet deleted fails the deployment check, telling to join again", check: Deployment,
 		breakIt: func(t *testing.T) func() {

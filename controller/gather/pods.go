@@ -44,6 +44,11 @@ var (
 			{"/metrics", "metrics-address", ":9898", "metrics.txt"},
 		},
 	}
+	// The route agent serves nothing over HTTP: its log and the
+	// Gateways it follows tell what it did.
+	routeAgentComponent = component{
+		name: "the route agent", workload: "DaemonSet submariner-routeagent", selector: "app=submariner-routeagent",
+	}
 	dnsdComponent = component{
 		name: "dnsd", workload: "Deployment submariner-lighthouse-coredns", selector: "app=submariner-lighthouse-coredns",
 		listeners: []listener{{"/metrics", "metrics-address", "", "metrics.txt"}},

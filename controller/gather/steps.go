@@ -21,7 +21,10 @@ type step func(context.Context, *cluster, *statusline.Section)
 
 var steps = map[string]map[string]step{
 	Connectivity: {
-		Logs:      func(ctx context.Context, c *cluster, s *statusline.Section) { c.logs(ctx, s, agentComponent) },
+		Logs: func(ctx context.Context, c *cluster, s *statusline.Section) {
+			c.logs(ctx, s, agentComponent)
+			c.logs(ctx, s, routeAgentComponent)
+		},
 		Resources: connectivityResources,
 		Status:    func(ctx context.Context, c *cluster, s *statusline.Section) { c.listeners(ctx, s, agentComponent) },
 	},
