@@ -56,7 +56,7 @@ func runJoin(args []string, out io.Writer) error {
 	fs.StringVar(&o.CableDriver, "cable-driver", api.DefaultCableDriver, "gateway transport: "+strings.Join(transport.Kinds, ", "))
 	clusterCIDR := fs.String("clustercidr", "", "this cluster's Pod CIDRs, comma-separated (default what the cluster tells)")
 	serviceCIDR := fs.String("servicecidr", "", "this cluster's Service CIDRs, comma-separated (default what the cluster tells)")
-	fs.StringVar(&c.Member.Image, "image", deploy.ImageName+":"+version, "the Snorkel image the agent and dnsd run; the default is the image of this binary's version")
+	fs.StringVar(&c.Member.Image, "image", deploy.ImageName+":"+version, "the Snorkel image the agent, the route agent and dnsd run; the default is the image of this binary's version")
 	gw := &o.Gateway
 	natt := fs.Bool("natt", true, "NAT traversal: reach other clusters' gateways at their public IPs when they are behind NAT; false connects to their private IPs only")
 	fs.IntVar(&gw.NATTPort, "nattport", api.DefaultNATTPort, "the gateway's UDP port (IPsec NAT-T, WireGuard or VXLAN), published to the other clusters")
@@ -65,7 +65,7 @@ func runJoin(args []string, out io.Writer) error {
 	customDomains := fs.String("custom-domains", "", "DNS domains dnsd also serves, and CoreDNS forwards to it, besides clusterset.local, comma-separated")
 	fs.BoolVar(&gw.AirGapped, "air-gapped", false, "the cluster reaches no service outside the clusterset: the agent learns its addresses from its node, flags, the broker and the other gateways only")
 	fs.BoolVar(&c.LabelGateway, "label-gateway", true, "label a worker node "+broker.GatewayLabel+"=true when no node is labelled")
-	fs.BoolVar(&c.NoDeploy, "no-deploy", false, "only register the cluster and store the agent's configuration and RBAC; run the agent and dnsd yourself (kubectl apply -k deploy/kustomize/member)")
+	fs.BoolVar(&c.NoDeploy, "no-deploy", false, "only register the cluster and store the agent's configuration and RBAC; run the agent, the route agent and dnsd yourself (kubectl apply -k deploy/kustomize/member)")
 	var files []string
 	if err := parseFlags(fs, args, &files, out); err != nil {
 		return err

@@ -77,7 +77,8 @@ type JoinCommand struct {
 	Join                JoinOptions
 	Member              MemberOptions
 	// NoDeploy only registers the cluster and stores the agent's
-	// configuration and RBAC; the user runs the agent and dnsd.
+	// configuration and RBAC; the user runs the agent, the route agent and
+	// dnsd.
 	NoDeploy bool
 	// LabelGateway labels a worker node as the gateway when no node is
 	// labelled (--label-gateway).
@@ -128,7 +129,7 @@ func RunJoin(c JoinCommand, out io.Writer) error {
 		}
 	}
 	if c.NoDeploy {
-		fmt.Fprintf(out, "not deployed (--no-deploy): run the agent and dnsd with `kubectl apply -k deploy/kustomize/member`, and forward %s to dnsd in the cluster's DNS\n", ClustersetZone)
+		fmt.Fprintf(out, "not deployed (--no-deploy): run the agent, the route agent and dnsd with `kubectl apply -k deploy/kustomize/member`, and forward %s to dnsd in the cluster's DNS\n", ClustersetZone)
 		return nil
 	}
 	d, err := DeployMember(ctx, cfg, c.Member)
@@ -157,8 +158,8 @@ func printGatewaySettings(out io.Writer, s *api.GatewaySettings) {
 // printMemberDeployment tells what DeployMember did and what is left to
 // the user.
 func printMemberDeployment(out io.Writer, d *MemberDeployment) {
-	fmt.Fprintf(out, "deployed %s: DaemonSet %s/%s on the nodes labelled %s=true, dnsd (Deployment %s) at %s\n",
-		d.Image, api.AgentNamespace, AgentDaemonSet, GatewayLabel, DNSDeployment, d.DNSAddress)
+	fmt.Fprintf(out, "deployed %s: DaemonSet %s/%s on the nodes labelled %s=true, the route agent (DaemonSet %s) on every node, dnsd (Deployment %s) at %s\n",
+		d.Image, api.AgentNamespace, AgentDaemonSet, GatewayLabel, RouteAgentDaemonSet, DNSDeployment, d.DNSAddress)
 	zones := strings.Join(d.Domains, ", ")
 	switch d.CoreDNS {
 	case CoreDNSUpdated:
