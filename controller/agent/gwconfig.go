@@ -64,6 +64,11 @@ func build(c *Config, rs []gateway.RemoteSpec, rules *natengine.Rules) *gateway.
 		if t.Globalnet != nil {
 			g.Supernet, g.MaxFlows = t.Globalnet.Supernet, t.Globalnet.MaxFlows
 		}
+		// Every cluster's global CIDR lies in the broker's range, which is
+		// the clusterset's supernet unless the gateway settings say.
+		if r, err := netip.ParsePrefix(m.GlobalnetCIDRRange); err == nil && !g.Supernet.IsValid() {
+			g.Supernet = r
+		}
 		g.Rules.Global, _ = netip.ParsePrefix(m.GlobalCIDR)
 		if rules != nil {
 			g.Rules = cloneRules(*rules)

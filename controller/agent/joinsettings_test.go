@@ -101,3 +101,20 @@ func TestJoinSettingsReachTheEndpointAndTheGateway(t *testing.T) {
 		t.Errorf("defaults: health enabled %v, want the gateway's default", fmtBool(s.Health.Enabled))
 	}
 }
+
+// TestGlobalnetSupernetIsTheBrokersRange checks that a clusterset whose
+// broker has another Globalnet range than the gateway's default (the
+// tutorial's 120.0.0.0/8) gets a gateway configuration that validates.
+func TestGlobalnetSupernetIsTheBrokersRange(t *testing.T) {
+	m := espMember(api.GatewaySettings{})
+	m.GlobalCIDR, m.GlobalnetCIDRRange, m.PSK = "120.1.0.0/24", "120.0.0.0/8", "a clusterset key of 32 bytes...."
+	c := &Config{Member: m, PrivateIP: "172.18.0.5"}
+	c.applyDefaults()
+	s := build(c, []gateway.RemoteSpec{{ID: "g2", Endpoint: netip.MustParseAddrPort("172.18.0.6:4500"), GlobalCIDR: netip.MustParsePrefix("120.2.0.0/24")}}, nil)
+	if s.Globalnet == nil || s.Globalnet.Supernet.String() != "120.0.0.0/8" {
+		t.Fatalf("globalnet %+v, want supernet 120.0.0.0/8", s.Globalnet)
+	}
+	if err := s.Validate(); err != nil {
+		t.Errorf("the spec does not validate: %v", err)
+	}
+}

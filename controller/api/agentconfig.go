@@ -32,8 +32,13 @@ type AgentConfig struct {
 	ClusterCIDRs []string
 	ServiceCIDRs []string
 	// GlobalCIDR is the cluster's global CIDR; empty without Globalnet.
-	GlobalCIDR       string
-	ServiceDiscovery bool
+	GlobalCIDR string
+	// GlobalnetCIDRRange is the broker's Globalnet range, which holds
+	// every cluster's global CIDR; empty without Globalnet, and in the
+	// Secret of a join older than the field, where the gateway's default
+	// supernet applies.
+	GlobalnetCIDRRange string
+	ServiceDiscovery   bool
 
 	GatewaySettings
 }
@@ -108,6 +113,7 @@ const (
 	agentClusterCIDRsKey     = "clusterCIDRs"
 	agentServiceCIDRsKey     = "serviceCIDRs"
 	agentGlobalCIDRKey       = "globalCIDR"
+	agentGlobalnetRangeKey   = "globalnetCIDRRange"
 	agentServiceDiscoveryKey = "serviceDiscovery"
 	agentNATTraversalKey     = "natTraversal"
 	agentNATTPortKey         = "nattPort"
@@ -151,6 +157,7 @@ func (c *AgentConfig) SecretData() map[string][]byte {
 		agentClusterCIDRsKey:     []byte(strings.Join(c.ClusterCIDRs, ",")),
 		agentServiceCIDRsKey:     []byte(strings.Join(c.ServiceCIDRs, ",")),
 		agentGlobalCIDRKey:       []byte(c.GlobalCIDR),
+		agentGlobalnetRangeKey:   []byte(c.GlobalnetCIDRRange),
 		agentServiceDiscoveryKey: []byte(strconv.FormatBool(c.ServiceDiscovery)),
 		AgentGlobalnetKey:        []byte(strconv.FormatBool(c.GlobalCIDR != "")),
 		agentNATTraversalKey:     []byte(strconv.FormatBool(!c.NATTraversalOff)),
@@ -189,16 +196,17 @@ func agentConfigFromSecret(s *corev1.Secret) (*AgentConfig, error) {
 		return out
 	}
 	c := &AgentConfig{
-		ClusterID:       str(AgentClusterIDKey),
-		BrokerURL:       str(agentBrokerURLKey),
-		BrokerNamespace: str(agentBrokerNamespaceKey),
-		BrokerToken:     str(agentBrokerTokenKey),
-		BrokerCA:        s.Data[agentBrokerCAKey],
-		PSK:             str(agentPSKKey),
-		CableDriver:     str(agentCableDriverKey),
-		ClusterCIDRs:    list(agentClusterCIDRsKey),
-		ServiceCIDRs:    list(agentServiceCIDRsKey),
-		GlobalCIDR:      str(agentGlobalCIDRKey),
+		ClusterID:          str(AgentClusterIDKey),
+		BrokerURL:          str(agentBrokerURLKey),
+		BrokerNamespace:    str(agentBrokerNamespaceKey),
+		BrokerToken:        str(agentBrokerTokenKey),
+		BrokerCA:           s.Data[agentBrokerCAKey],
+		PSK:                str(agentPSKKey),
+		CableDriver:        str(agentCableDriverKey),
+		ClusterCIDRs:       list(agentClusterCIDRsKey),
+		ServiceCIDRs:       list(agentServiceCIDRsKey),
+		GlobalCIDR:         str(agentGlobalCIDRKey),
+		GlobalnetCIDRRange: str(agentGlobalnetRangeKey),
 	}
 	var errs []error
 	// A key a Secret from an older join lacks takes subctl's default.
@@ -249,7 +257,7 @@ func agentConfigFromSecret(s *corev1.Secret) (*AgentConfig, error) {
 	} else {
 		c.CableDriver = d
 	}
-	for _, k := range []string{agentClusterCIDRsKey, agentServiceCIDRsKey, agentGlobalCIDRKey} {
+	for _, k := range []string{agentClusterCIDRsKey, agentServiceCIDRsKey, agentGlobalCIDRKey, agentGlobalnetRangeKey} {
 		if _, err := ParseCIDRs("data "+strconv.Quote(k), list(k)); err != nil {
 			errs = append(errs, err)
 		}

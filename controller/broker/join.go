@@ -83,7 +83,7 @@ func Join(ctx context.Context, member *rest.Config, info *Info, o JoinOptions) (
 	if err != nil {
 		return nil, err
 	}
-	spec, err := register(ctx, bcfg, info.Namespace(), string(ks.UID), req)
+	spec, globalRange, err := register(ctx, bcfg, info.Namespace(), string(ks.UID), req)
 	if err != nil {
 		return nil, err
 	}
@@ -103,6 +103,7 @@ func Join(ctx context.Context, member *rest.Config, info *Info, o JoinOptions) (
 	cfg.NATTPort = cfg.Port()
 	if len(spec.GlobalCIDR) > 0 {
 		cfg.GlobalCIDR = spec.GlobalCIDR[0]
+		cfg.GlobalnetCIDRRange = globalRange.String()
 	}
 	if err := installAgent(ctx, member, mkc, cfg); err != nil {
 		return nil, fmt.Errorf("cluster %q is registered with the broker, but installing its agent failed: %w; run the join again", spec.ClusterID, err)
@@ -156,14 +157,15 @@ func (o JoinOptions) parse() (*joinRequest, error) {
 
 // register records the cluster with the broker: its global CIDR if the
 // broker has Globalnet on, and its Cluster object, owned by uid. It
-// returns the Cluster's spec.
+// returns the Cluster's spec, and the broker's Globalnet range (invalid
+// with Globalnet off), which every cluster's global CIDR lies in.
 //
 // The ID is checked before the Globalnet record is made, so that a taken
 // ID costs no global CIDR; the Cluster is written after it, so that the
 // other clusters never see it without its global CIDR. Two clusters racing
 // for one ID share its record, and one of them is refused when it writes
 // the Cluster.
-func register(ctx context.Context, bcfg *rest.Config, ns, uid string, req *joinRequest) (submv1.ClusterSpec, error) {
+func register(ctx context.Context, bcfg *rest.Config, ns, uid string, req *joinRequest) (submv1.ClusterSpec, netip.Prefix, error) {
 	spec := submv1.ClusterSpec{
 		ClusterID:   req.id,
 		ClusterCIDR: prefixStrings(req.pods),
@@ -172,34 +174,36 @@ func register(ctx context.Context, bcfg *rest.Config, ns, uid string, req *joinR
 	}
 	bkc, err := kubernetes.NewForConfig(bcfg)
 	if err != nil {
-		return spec, err
+		return spec, netip.Prefix{}, err
 	}
 	bdc, err := dynamic.NewForConfig(bcfg)
 	if err != nil {
-		return spec, err
+		return spec, netip.Prefix{}, err
 	}
 	g, _, err := readGlobalnet(ctx, bkc, ns)
 	if err != nil {
-		return spec, err
+		return spec, netip.Prefix{}, err
 	}
 	if _, err := precheckGlobalCIDR(g, req.id, req.global, req.globalSize); err != nil {
-		return spec, err
+		return spec, netip.Prefix{}, err
 	}
 	clusters := bdc.Resource(submv1.ClusterResource).Namespace(ns)
 	if err := checkClusterIDFree(ctx, clusters, req.id, uid); err != nil {
-		return spec, err
+		return spec, netip.Prefix{}, err
 	}
+	var globalRange netip.Prefix
 	if g.Enabled {
+		globalRange = g.Range
 		got, err := recordGlobalCIDR(ctx, bkc, ns, req.id, req.global, req.globalSize)
 		if errors.Is(err, errGlobalnetOff) {
 			err = errors.New("the broker's Globalnet was turned off while this cluster joined; join again")
 		}
 		if err != nil {
-			return spec, err
+			return spec, netip.Prefix{}, err
 		}
 		spec.GlobalCIDR = []string{got.String()}
 	}
-	return spec, writeCluster(ctx, clusters, uid, spec)
+	return spec, globalRange, writeCluster(ctx, clusters, uid, spec)
 }
 
 // precheckGlobalCIDR refuses a requested global CIDR or cluster size
