@@ -39,9 +39,6 @@ MEMBERS=(c1 c2 g1 g2)
 declare -A POD_CIDR=([c1]=10.8.0.0/16 [c2]=10.9.0.0/16 [g1]=10.7.0.0/16 [g2]=10.7.0.0/16)
 declare -A SERVICE_CIDR=([c1]=10.88.0.0/16 [c2]=10.99.0.0/16 [g1]=10.77.0.0/16 [g2]=10.77.0.0/16)
 declare -A BROKER_NS=([c1]=submariner-k8s-broker [c2]=submariner-k8s-broker [g1]=submariner-k8s-broker-globalnet [g2]=submariner-k8s-broker-globalnet)
-# What the other nodes of a cluster send to their gateway node: the other
-# cluster's CIDRs, or under Globalnet the whole global range.
-declare -A REMOTE_CIDRS=([c1]="10.9.0.0/16 10.99.0.0/16" [c2]="10.8.0.0/16 10.88.0.0/16" [g1]=242.0.0.0/8 [g2]=242.0.0.0/8)
 GLOBALNET_RANGE=242.0.0.0/8
 
 # How long the demo waits for a name to resolve or a request to succeed:
@@ -108,22 +105,6 @@ create_cluster() {
 	kind "${args[@]}"
 }
 
-# route_to_gateway sends the remote CIDRs from every other node of cluster
-# to its gateway node, the job Submariner's route agent does.
-route_to_gateway() {
-	local cluster=$1 gw gwip node cidr
-	gw=$cluster-worker
-	gwip=$(node_ip "$gw")
-	for node in $(kind get nodes --name "$cluster"); do
-		if [ "$node" = "$gw" ]; then
-			continue
-		fi
-		for cidr in ${REMOTE_CIDRS[$cluster]}; do
-			docker exec "$node" ip route replace "$cidr" via "$gwip"
-		done
-	done
-}
-
 fill() { sed -e "s|@CLUSTER@|$2|g" -e "s|@IMAGE@|$IMAGE|g" -e "s|@CLIENT_IMAGE@|$CLIENT_IMAGE|g" "$here/$1"; }
 
 up() {
@@ -151,10 +132,10 @@ up() {
 		"$SNORKEL" join "$info" --clusterid "$c" --kubeconfig "$KUBECONFIG_FILE" --context "kind-$c" \
 			--clustercidr "${POD_CIDR[$c]}" --servicecidr "${SERVICE_CIDR[$c]}" \
 			--cable-driver "$CABLE_DRIVER" --image "$IMAGE"
-		route_to_gateway "$c"
 	done
 	for c in "${MEMBERS[@]}"; do
 		kc "$c" -n submariner-operator rollout status daemonset/snorkel-agent --timeout=300s
+		kc "$c" -n submariner-operator rollout status daemonset/submariner-routeagent --timeout=300s
 		kc "$c" -n submariner-operator rollout status deployment/submariner-lighthouse-coredns --timeout=300s
 	done
 	# The importing clusters have namespace sample first: services are
@@ -218,7 +199,7 @@ demo() {
 	check "dns   whereami-ss.sample.svc.clusterset.local lists c2's pods" '^10\.9\.' \
 		client c1 dig +short whereami-ss.sample.svc.clusterset.local
 	check "http  whereami-0.c2.whereami-ss.sample.svc.clusterset.local is pod whereami-0" '"pod":"whereami-0"' \
-		client c1 curl -sS --max-time 5 http://whereami-0.c2.whereami-ss.sample.svc.clusterset.local/
+		client c1 curl -sS --max-time 5 http://whereami-0.c2.whereami-ss.sample.svc.clusterset.local:8080/
 	check "ping  c1 client → c2 pod $pod_ip" ' 0% packet loss' \
 		client c1 ping -c 3 -W 2 "$pod_ip"
 	check "http  c1 client → c2 pod $pod_ip sees the client's own address $client_ip" "\"client\":\"${client_ip//./\\.}:" \
