@@ -17,16 +17,20 @@ KUBE_VERSION := v1.37.2
 KUBE_APISERVER := $(TOOLS)/kube-apiserver-$(KUBE_VERSION)
 export SNORKEL_KUBE_APISERVER := $(KUBE_APISERVER)
 # What the real-node lab runs besides: a kubelet and kube-proxy per node, a
-# controller manager and scheduler per cluster; same build, same cache.
-KUBE_NODE_TOOLS := $(foreach c,kubelet kube-proxy kube-controller-manager kube-scheduler,$(TOOLS)/$(c)-$(KUBE_VERSION))
+# controller manager and scheduler per cluster, and kubectl for the
+# tutorial's commands; same build, same cache.
+KUBE_NODE_TOOLS := $(foreach c,kubelet kube-proxy kube-controller-manager kube-scheduler kubectl,$(TOOLS)/$(c)-$(KUBE_VERSION))
+export SNORKEL_KUBE_TOOLS := $(TOOLS)
+export SNORKEL_KUBE_VERSION := $(KUBE_VERSION)
 # CoreDNS, which the dnsd tests resolve through and the DNS benchmark
-# compares against; built from the Go module proxy and cached.
+# compares against, and the real-node lab's cluster DNS image; built static
+# from the Go module proxy and cached.
 COREDNS_VERSION := v1.15.0
 COREDNS := $(TOOLS)/coredns-$(COREDNS_VERSION)
 export SNORKEL_COREDNS := $(COREDNS)
 export PATH := $(TOOLS):$(PATH)
 
-.PHONY: help build test lint unit static fuzz bench perf lab image kind-lab kind-lab-down tools clean
+.PHONY: help build test lint unit static fuzz bench perf lab node-lab image kind-lab kind-lab-down tools clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -76,6 +80,13 @@ perf: build tools ## data path against every baseline, all workloads, Globalnet 
 lab: build ## the two-cluster lab: up, demo, down (root); TRANSPORT=wireguard|vxlan
 	$(BIN)/snorkel lab run --transport $(TRANSPORT)
 
+# The real-node lab runs this binary both as the CLI and as the program of
+# Snorkel's image, which has no libc: so the static build.
+node-lab: tools ## the real-node lab: clusters of kubelet nodes, Snorkel installed by deploy-broker and join, the tutorial checked, torn down (root); TRANSPORT=wireguard|esp|vxlan
+	deploy/build-static.sh $(BIN)/snorkel-static
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/pause ./deploy/imagetar/pause
+	SNORKEL_PAUSE=$(BIN)/pause $(BIN)/snorkel-static lab run --nodes --transport $(TRANSPORT)
+
 image: ## the container image (deploy/Dockerfile) with docker or podman, else bin/snorkel-image.tar for ctr/docker/kind to load; IMAGE=ghcr.io/snorkel-net/snorkel:dev
 	deploy/image.sh $(IMAGE)
 
@@ -87,7 +98,7 @@ kind-lab: build ## the Submariner tutorial on Kind (docker, kind, kubectl): clus
 kind-lab-down: ## delete the Kind lab's clusters
 	deploy/kind/lab.sh down
 
-tools: $(TOOLS)/staticcheck $(TOOLS)/wireguard-go $(KUBE_APISERVER) $(COREDNS) ## build the tools the tests use, cached in .cache/bin
+tools: $(TOOLS)/staticcheck $(TOOLS)/wireguard-go $(KUBE_APISERVER) $(KUBE_NODE_TOOLS) $(COREDNS) ## build the tools the tests use, cached in .cache/bin
 
 $(TOOLS)/staticcheck:
 	GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
@@ -103,7 +114,7 @@ $(KUBE_APISERVER) $(KUBE_NODE_TOOLS): $(TOOLS)/%-$(KUBE_VERSION):
 
 # About six minutes on two cores the first time.
 $(COREDNS):
-	GOBIN=$(CACHE)/coredns-build nice $(GO) install github.com/coredns/coredns@$(COREDNS_VERSION)
+	CGO_ENABLED=0 GOBIN=$(CACHE)/coredns-build nice $(GO) install github.com/coredns/coredns@$(COREDNS_VERSION)
 	mv $(CACHE)/coredns-build/coredns $@
 
 clean: ## remove build outputs and the tool cache

@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/snorkel-net/snorkel/lab"
+	"github.com/snorkel-net/snorkel/lab/nodes"
 )
 
 const labUsage = `usage: snorkel lab [run|up|down|status] [flags]
@@ -31,6 +32,13 @@ With --kube the gateways are configured by the control plane, as on
 Kubernetes: an API server for a broker and for each cluster, the lab's pods
 and services written to them, snorkel agent on each gateway node, and every
 service exported with snorkel export.
+
+With --nodes it is the real-node lab: Kubernetes clusters whose nodes are
+kubelets (with containerd and kube-proxy, each node a network namespace),
+Snorkel installed by deploy-broker and join from its image, and the
+Submariner tutorial typed and checked. Scenario tutorial has c1 and c2,
+scenario globalnet g1 and g2 with the same CIDRs; run runs both. This binary
+becomes Snorkel's image, so it must be static: make node-lab builds it so.
 
 flags:
 `
@@ -55,6 +63,12 @@ func runLab(args []string) error {
 	scenario := fs.String("scenario", "", "what to build: "+strings.Join(scenarios, "; ")+"; default: run runs "+strings.Join(lab.RunOrder, " then ")+", up builds basic")
 	stateDir := fs.String("state-dir", lab.DefaultStateDir, "where configs, keys, logs and the teardown record live")
 	prefix := fs.String("prefix", lab.DefaultPrefix, "prefix of every namespace name, to run labs side by side")
+	nodeLab := fs.Bool("nodes", false, "the real-node lab: Kubernetes clusters whose nodes are kubelets with containerd and kube-proxy in network namespaces; Snorkel installed with deploy-broker and join, and the tutorial checked (scenarios tutorial and globalnet)")
+	var nf nodeLabFlags
+	fs.StringVar(&nf.toolsDir, "kube-tools", os.Getenv(envKubeTools), "with --nodes: the directory of kubelet, kube-proxy, kube-controller-manager, kube-scheduler and kubectl, as make tools builds them")
+	fs.StringVar(&nf.kubeVersion, "kube-version", envOr(envKubeVersion, "v1.37.2"), "with --nodes: the version in those programs' names")
+	fs.StringVar(&nf.coreDNS, "coredns", os.Getenv(envCoreDNS), "with --nodes: a static CoreDNS binary, for the clusters' DNS image")
+	fs.StringVar(&nf.pause, "pause", os.Getenv(envPause), "with --nodes: a static pause program (deploy/imagetar/pause), for the pods' sandbox image")
 	kube := fs.Bool("kube", false, "run the control plane: a broker and an API server per cluster (etcd and kube-apiserver, as `make tools` builds it), snorkel agent on each gateway node, services exported with snorkel export")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -68,6 +82,21 @@ func runLab(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	if *nodeLab {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["state-dir"] {
+			*stateDir = nodes.DefaultStateDir
+		}
+		if !set["prefix"] {
+			*prefix = nodes.DefaultPrefix
+		}
+		cable := ""
+		if set["transport"] {
+			cable = *transport
+		}
+		return runNodeLab(ctx, sub, *scenario, *stateDir, *prefix, cable, nf)
+	}
 	switch sub {
 	case "down":
 		return lab.Down(*stateDir, os.Stdout)

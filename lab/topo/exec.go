@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -64,6 +65,18 @@ type Process struct {
 // Ctrl-C reaches the topology's owner and not the process: the owner decides
 // the order of shutdown. It outlives the calling program unless stopped.
 func (n *NS) Start(name, bin string, args ...string) (*Process, error) {
+	return n.start(name, append([]string{"ip", "netns", "exec", n.name, bin}, args...))
+}
+
+// StartNetOnly is Start for a process that must see the host's /sys and
+// cgroup mounts: it enters the network namespace alone (nsenter --net)
+// where `ip netns exec` also mounts a /sys of the namespace's own, in which
+// kubelet finds no cgroup hierarchy.
+func (n *NS) StartNetOnly(name, bin string, args ...string) (*Process, error) {
+	return n.start(name, append([]string{"nsenter", "--net=" + filepath.Join(netnsDir, n.name), bin}, args...))
+}
+
+func (n *NS) start(name string, argv []string) (*Process, error) {
 	t := n.topo
 	logPath := t.LogPath(name)
 	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
@@ -73,7 +86,7 @@ func (n *NS) Start(name, bin string, args ...string) (*Process, error) {
 	defer log.Close()
 	// exec.Command, not CommandContext: the process's life is bound to Stop,
 	// not to the context of the call that started it.
-	cmd := exec.Command("ip", append([]string{"netns", "exec", n.name, bin}, args...)...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
@@ -84,8 +97,8 @@ func (n *NS) Start(name, bin string, args ...string) (*Process, error) {
 		p.err = cmd.Wait()
 		close(p.done)
 	}()
-	// `ip netns exec` execs the program in place, so the PID and start time
-	// are those of bin itself.
+	// `ip netns exec` and nsenter exec the program in place, so the PID and
+	// start time are those of the program itself.
 	if st, err := startTime(p.PID); err == nil {
 		p.StartTime = st
 	}

@@ -1,0 +1,136 @@
+package nodes
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/snorkel-net/snorkel/deploy"
+)
+
+// TestTutorialOnRealNodes runs both parts of the tutorial on real
+// kubelet nodes, as `make node-lab` does: Snorkel installed by the CLI
+// from the image, the checks from a client pod on a worker node, and a
+// teardown that leaves nothing behind.
+func TestTutorialOnRealNodes(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: network namespaces, cgroups, containerd")
+	}
+	toolsDir := os.Getenv("SNORKEL_KUBE_TOOLS")
+	if toolsDir == "" {
+		t.Skip("SNORKEL_KUBE_TOOLS is not set; make test sets it to the tools make tools builds")
+	}
+	tools := ToolsIn(toolsDir, envOr("SNORKEL_KUBE_VERSION", "v1.37.2"))
+	if err := tools.check(); err != nil {
+		t.Fatal(err)
+	}
+	if os.Getenv("SNORKEL_COREDNS") == "" {
+		t.Fatal("SNORKEL_COREDNS is not set; make test sets it")
+	}
+	bin := t.TempDir()
+	snorkel := filepath.Join(bin, "snorkel")
+	pause := filepath.Join(bin, "pause")
+	build(t, snorkel, "-ldflags", "-X main.version=node-lab-test", "github.com/snorkel-net/snorkel/cmd/snorkel")
+	build(t, pause, "github.com/snorkel-net/snorkel/deploy/imagetar/pause")
+	before, err := readSysctls()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sc := range Scenarios() {
+		t.Run(sc.Name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+			defer cancel()
+			var out bytes.Buffer
+			stateDir := filepath.Join(t.TempDir(), "lab")
+			o := Options{
+				Scenario: sc,
+				StateDir: stateDir,
+				Prefix:   "snkt-",
+				Tools:    tools,
+				Images:   Images{Snorkel: snorkel, SnorkelImage: deploy.ImageName + ":node-lab-test", Pause: pause, CoreDNS: os.Getenv("SNORKEL_COREDNS")},
+				Out:      &out,
+			}
+			err := RunTutorial(ctx, o, tools.Kubectl, snorkel, "", true)
+			t.Log("\n" + out.String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range []string{"✓ http  whereami-cs.sample.svc.clusterset.local answers from", "all checks passed", "removed " + stateDir} {
+				if !strings.Contains(out.String(), want) {
+					t.Errorf("the run did not print %q", want)
+				}
+			}
+			assertNothingLeft(t, o)
+		})
+	}
+	after, err := readSysctls()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range before {
+		if after[k] != v {
+			t.Errorf("host sysctl %s is %s, was %s before the lab", k, after[k], v)
+		}
+	}
+}
+
+// assertNothingLeft checks that the teardown left no namespace, cgroup,
+// mount, process or file of the lab.
+func assertNothingLeft(t *testing.T, o Options) {
+	t.Helper()
+	out, err := exec.Command("ip", "netns", "list").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(out), o.Prefix) {
+		t.Errorf("namespaces left: %s", out)
+	}
+	if _, err := os.Stat(o.StateDir); !os.IsNotExist(err) {
+		t.Errorf("state directory %s left: %v", o.StateDir, err)
+	}
+	mounts, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(mounts), o.StateDir) {
+		t.Errorf("mounts left under %s", o.StateDir)
+	}
+	hs, err := cgroupHierarchies()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range o.Scenario.allNodes() {
+		for _, h := range hs {
+			if _, err := os.Stat(filepath.Join(h, o.Prefix+n.Name)); !os.IsNotExist(err) {
+				t.Errorf("cgroup %s left in %s", o.Prefix+n.Name, h)
+			}
+		}
+		if _, err := os.Stat(filepath.Join(agentStateDir, n.Name)); !os.IsNotExist(err) {
+			t.Errorf("%s left", filepath.Join(agentStateDir, n.Name))
+		}
+	}
+	if _, err := os.Stat("/sys/class/net/" + o.Prefix + "host"); !os.IsNotExist(err) {
+		t.Errorf("the host's veth %shost is left", o.Prefix)
+	}
+}
+
+func build(t *testing.T, out string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("go", append([]string{"build", "-trimpath", "-o", out}, args...)...)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", out, err, b)
+	}
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
