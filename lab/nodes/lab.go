@@ -106,7 +106,10 @@ func Up(ctx context.Context, o Options) (l *Lab, err error) {
 		return nil, err
 	}
 	if _, err := os.Stat(stateFile(o.StateDir)); err == nil {
-		return nil, fmt.Errorf("nodes: a lab is up in %s; take it down first (snorkel lab --nodes down)", o.StateDir)
+		return nil, fmt.Errorf("nodes: a lab is up in %s; take it down first (snorkel lab down --nodes)", o.StateDir)
+	}
+	if err := preflight(o); err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(o.StateDir, 0o755); err != nil {
 		return nil, fmt.Errorf("nodes: state dir: %w", err)
@@ -179,6 +182,38 @@ func Up(ctx context.Context, o Options) (l *Lab, err error) {
 	}
 	l.step("lab up: KUBECONFIG=%s kubectl --context %s get nodes", KubeconfigFile(o.StateDir), o.Scenario.Clusters[0].Context())
 	return l, nil
+}
+
+// preflight refuses to start beside another lab: two would share the
+// underlay's addresses, and a teardown acts on namespaces and cgroups by
+// name, so it must never meet names it did not create.
+func preflight(o Options) error {
+	if nss, err := topo.List(o.Prefix); err != nil {
+		return err
+	} else if len(nss) > 0 {
+		return fmt.Errorf("nodes: namespaces %s exist: another lab with the prefix %q is up; take it down first, or give another --prefix", strings.Join(nss, ", "), o.Prefix)
+	}
+	hs, err := cgroupHierarchies()
+	if err != nil {
+		return err
+	}
+	for _, n := range o.Scenario.allNodes() {
+		for _, h := range hs {
+			if _, err := os.Stat(filepath.Join(h, o.Prefix+n.Name)); err == nil {
+				return fmt.Errorf("nodes: cgroup %s exists: another lab with the prefix %q is up or was not taken down; take it down first", filepath.Join(h, o.Prefix+n.Name), o.Prefix)
+			}
+		}
+	}
+	addrs, err := netlink.AddrList(nil, netlink.FAMILY_V4)
+	if err != nil {
+		return fmt.Errorf("nodes: %w", err)
+	}
+	for _, a := range addrs {
+		if ip, ok := netip.AddrFromSlice(a.IP); ok && UnderlayCIDR.Contains(ip.Unmap()) {
+			return fmt.Errorf("nodes: this host already has %s, in the lab's underlay %s: another real-node lab is up; take it down first (snorkel lab down --nodes)", ip, UnderlayCIDR)
+		}
+	}
+	return nil
 }
 
 // underlay makes the bridge every node attaches to, with the API servers'

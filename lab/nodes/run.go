@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -54,6 +55,7 @@ func Status(ctx context.Context, stateDir string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
+	defer t.Release()
 	for _, p := range t.Processes() {
 		mark := "✓"
 		if !p.Alive() {
@@ -83,6 +85,20 @@ func Status(ctx context.Context, stateDir string, w io.Writer) error {
 			list = append(list, s)
 		}
 		fmt.Fprintf(w, "  %s: %s\n", c.Context(), strings.Join(list, ", "))
+	}
+	usage, err := snorkelUsage(st.Prefix, st.Nodes)
+	if err != nil {
+		return err
+	}
+	if len(usage) > 0 {
+		fmt.Fprintln(w, "Snorkel's processes (CPU is the average since each started):")
+	}
+	for _, u := range usage {
+		if u.Command == "lab-pod" {
+			continue
+		}
+		fmt.Fprintf(w, "  %-12s %-12s pid %-7d CPU %5.1fm (%.1fs in %s)  RSS %5.1f MiB, peak %5.1f MiB\n",
+			u.Node, u.Command, u.PID, u.Millicores(), u.CPU.Seconds(), u.Age.Round(time.Second), float64(u.RSS)/(1<<20), float64(u.PeakRSS)/(1<<20))
 	}
 	if !healthy {
 		return errors.New("nodes: the lab is not healthy")

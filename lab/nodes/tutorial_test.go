@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -55,10 +56,27 @@ func TestTutorialOnRealNodes(t *testing.T) {
 				Images:   Images{Snorkel: snorkel, SnorkelImage: deploy.ImageName + ":node-lab-test", Pause: pause, CoreDNS: os.Getenv("SNORKEL_COREDNS")},
 				Out:      &out,
 			}
-			err := RunTutorial(ctx, o, tools.Kubectl, snorkel, "", true)
-			t.Log("\n" + out.String())
+			l, err := Up(ctx, o)
 			if err != nil {
+				t.Log("\n" + out.String())
 				t.Fatal(err)
+			}
+			tut := &Tutorial{Lab: l, Snorkel: snorkel, Kubectl: tools.Kubectl, SnorkelImage: o.Images.SnorkelImage, Out: &out}
+			terr := tut.Run(ctx)
+			var status bytes.Buffer
+			serr := Status(ctx, stateDir, &status)
+			derr := l.Down(&out)
+			t.Log("\n" + out.String() + status.String())
+			for _, err := range []error{terr, serr, derr} {
+				if err != nil {
+					t.Error(err)
+				}
+			}
+			// The figures the manifests' resource requests come from.
+			for _, c := range []string{" agent ", " route-agent ", " dnsd "} {
+				if !regexp.MustCompile(c + `.*CPU .*RSS +[1-9][0-9.]* MiB, peak`).MatchString(status.String()) {
+					t.Errorf("status shows no usage of%s:\n%s", c, status.String())
+				}
 			}
 			for _, want := range []string{"✓ http  whereami-cs.sample.svc.clusterset.local answers from", "all checks passed", "removed " + stateDir} {
 				if !strings.Contains(out.String(), want) {

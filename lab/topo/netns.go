@@ -78,14 +78,19 @@ func (n *NS) netlink() (*netlink.Handle, error) {
 	return n.nl, nil
 }
 
-func (n *NS) delete() error {
+// release closes the handle on the namespace, if open.
+func (n *NS) release() {
 	n.mu.Lock()
+	defer n.mu.Unlock()
 	if n.nl != nil {
 		n.nl.Close()
 		n.handle.Close()
 		n.nl = nil
 	}
-	n.mu.Unlock()
+}
+
+func (n *NS) delete() error {
+	n.release()
 	if !Exists(n.name) {
 		return nil
 	}

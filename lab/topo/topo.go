@@ -186,6 +186,15 @@ func (t *Topology) Close() error {
 	return nil
 }
 
+// Release closes the topology's handles on its namespaces and leaves them
+// and its processes as they are: a topology loaded to be inspected must not
+// keep the namespaces alive after another process deletes them.
+func (t *Topology) Release() {
+	for _, n := range t.Namespaces() {
+		n.release()
+	}
+}
+
 // LogPath returns the log file of a process with the given name.
 func (t *Topology) LogPath(name string) string {
 	return filepath.Join(t.opts.LogDir, name+".log")
