@@ -14,6 +14,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/snorkel-net/snorkel/controller/api"
 )
 
 // Tutorial runs the Submariner tutorial's steps on a lab that is up, as a
@@ -88,7 +90,11 @@ func (t *Tutorial) Run(ctx context.Context) error {
 		t.check(ctx, "http  "+b.Name+".whereami-cs.sample.svc.clusterset.local still answers from "+b.Name,
 			`"cluster":"`+b.Name+`"`, t.inClient(a, "curl", "-sS", "--max-time", "5", "http://"+b.Name+".whereami-cs.sample.svc.clusterset.local/")...)
 	}
-	t.check(ctx, "show  snorkel show connections lists "+b.Name+" connected", b.Name+`.*connected`,
+	cable := api.DefaultCableDriver
+	if t.CableDriver != "" {
+		cable = t.CableDriver
+	}
+	t.check(ctx, "show  snorkel show connections lists "+b.Name+" connected over "+cable, b.Name+`.* `+cable+` .*connected`,
 		t.Snorkel, "--context", a.Context(), "show", "connections")
 	if len(t.failed) > 0 {
 		return fmt.Errorf("nodes: %d checks failed: %s", len(t.failed), strings.Join(t.failed, "; "))

@@ -42,6 +42,10 @@ func TestTutorialOnRealNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// join's default cable driver is esp, as subctl's is libreswan; the
+	// first part runs WireGuard, whose UAPI socket needs the agent's memory
+	// volume under the read-only root.
+	cable := map[string]string{"tutorial": "wireguard"}
 	for _, sc := range Scenarios() {
 		t.Run(sc.Name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
@@ -61,7 +65,7 @@ func TestTutorialOnRealNodes(t *testing.T) {
 				t.Log("\n" + out.String())
 				t.Fatal(err)
 			}
-			tut := &Tutorial{Lab: l, Snorkel: snorkel, Kubectl: tools.Kubectl, SnorkelImage: o.Images.SnorkelImage, Out: &out}
+			tut := &Tutorial{Lab: l, Snorkel: snorkel, Kubectl: tools.Kubectl, SnorkelImage: o.Images.SnorkelImage, CableDriver: cable[sc.Name], Out: &out}
 			terr := tut.Run(ctx)
 			var status bytes.Buffer
 			serr := Status(ctx, stateDir, &status)
