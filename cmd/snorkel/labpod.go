@@ -5,25 +5,47 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/snorkel-net/snorkel/lab"
 )
 
-// runLabPod is `snorkel lab-pod`, the programs the lab runs inside its pod
-// namespaces. It is not meant to be run by hand.
+const labPodUsage = `usage: snorkel lab-pod whereami --name POD --cluster ID [--listen ADDR]
+       snorkel lab-pod fetch URL [--expect-cluster ID] [--expect-pod NAME] [--expect-client-in CIDR] [--timeout D] [--retry-until D]
+       snorkel lab-pod resolve NAME [--expect-in CIDR | --expect IP] [--timeout D] [--retry-until D]`
+
+// runLabPod is `snorkel lab-pod`, the programs the labs and snorkel
+// verify run inside their pods. It is not meant to be run by hand.
 func runLabPod(args []string) error {
-	if len(args) == 0 || args[0] != "whereami" {
-		return errors.New("usage: snorkel lab-pod whereami --name POD --cluster ID [--listen ADDR]")
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if len(args) == 0 {
+		return errors.New(labPodUsage)
 	}
+	switch args[0] {
+	case "whereami":
+		return runWhereami(ctx, args[1:])
+	case "fetch":
+		return runFetch(ctx, args[1:], http.DefaultClient, os.Stdout)
+	case "resolve":
+		return runResolve(ctx, args[1:], net.DefaultResolver, os.Stdout)
+	}
+	return errors.New(labPodUsage)
+}
+
+func runWhereami(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("lab-pod whereami", flag.ContinueOnError)
 	name := fs.String("name", "", "pod name to report")
 	cluster := fs.String("cluster", "", "cluster ID to report")
 	listen := fs.String("listen", ":80", "address to serve HTTP on")
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *name == "" || *cluster == "" {
@@ -33,7 +55,76 @@ func runLabPod(args []string) error {
 	if err != nil {
 		return fmt.Errorf("whereami: %w", err)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	return lab.Whereami{Pod: *name, Cluster: *cluster}.Serve(ctx, ln)
+}
+
+// runFetch is `lab-pod fetch URL`: GET a whereami server and check who
+// answered. It prints one line; the error is the reason the check failed.
+func runFetch(ctx context.Context, args []string, client *http.Client, out io.Writer) error {
+	fs := flag.NewFlagSet("lab-pod fetch", flag.ContinueOnError)
+	var f lab.Fetch
+	fs.StringVar(&f.Cluster, "expect-cluster", "", "the cluster ID that must answer")
+	fs.StringVar(&f.Pod, "expect-pod", "", "the pod that must answer")
+	clientIn := fs.String("expect-client-in", "", "CIDR the client address the server saw must be in")
+	fs.DurationVar(&f.Timeout, "timeout", 5*time.Second, "bound of each attempt")
+	fs.DurationVar(&f.RetryUntil, "retry-until", 0, "retry failed attempts for this long")
+	var urls []string
+	if err := parseFlags(fs, args, &urls, out); err != nil {
+		return err
+	}
+	if len(urls) != 1 {
+		return fmt.Errorf("fetch: give one URL (got %d)", len(urls))
+	}
+	f.URL = urls[0]
+	if *clientIn != "" {
+		p, err := netip.ParsePrefix(*clientIn)
+		if err != nil {
+			return fmt.Errorf("fetch: --expect-client-in: %w", err)
+		}
+		f.ClientIn = p.Masked()
+	}
+	line, err := f.Run(ctx, client)
+	if err != nil {
+		return fmt.Errorf("fetch: %w", err)
+	}
+	_, err = fmt.Fprintln(out, line)
+	return err
+}
+
+// runResolve is `lab-pod resolve NAME`: look NAME up with the pod's
+// resolver and check the addresses. It prints one line; the error is the
+// reason the check failed.
+func runResolve(ctx context.Context, args []string, resolver *net.Resolver, out io.Writer) error {
+	fs := flag.NewFlagSet("lab-pod resolve", flag.ContinueOnError)
+	var r lab.Resolve
+	in := fs.String("expect-in", "", "CIDR every address must be in")
+	want := fs.String("expect", "", "an address the name must resolve to")
+	fs.DurationVar(&r.Timeout, "timeout", 5*time.Second, "bound of each attempt")
+	fs.DurationVar(&r.RetryUntil, "retry-until", 0, "retry failed attempts for this long")
+	var names []string
+	if err := parseFlags(fs, args, &names, out); err != nil {
+		return err
+	}
+	if len(names) != 1 {
+		return fmt.Errorf("resolve: give one name (got %d)", len(names))
+	}
+	r.Name = names[0]
+	var err error
+	if *in != "" {
+		if r.In, err = netip.ParsePrefix(*in); err != nil {
+			return fmt.Errorf("resolve: --expect-in: %w", err)
+		}
+		r.In = r.In.Masked()
+	}
+	if *want != "" {
+		if r.Want, err = netip.ParseAddr(*want); err != nil {
+			return fmt.Errorf("resolve: --expect: %w", err)
+		}
+	}
+	line, err := r.Run(ctx, resolver)
+	if err != nil {
+		return fmt.Errorf("resolve: %w", err)
+	}
+	_, err = fmt.Fprintln(out, line)
+	return err
 }
