@@ -18,7 +18,7 @@ import (
 )
 
 const labPodUsage = `usage: snorkel lab-pod whereami --name POD --cluster ID [--listen ADDR]
-       snorkel lab-pod fetch URL [--expect-cluster ID] [--expect-pod NAME] [--expect-client-in CIDR] [--timeout D] [--retry-until D]
+       snorkel lab-pod fetch URL [--expect-cluster ID] [--expect-pod NAME] [--expect-client-in CIDR|IP] [--timeout D] [--retry-until D]
        snorkel lab-pod resolve NAME [--expect-in CIDR | --expect IP] [--timeout D] [--retry-until D]`
 
 // runLabPod is `snorkel lab-pod`, the programs the labs and snorkel
@@ -65,7 +65,7 @@ func runFetch(ctx context.Context, args []string, client *http.Client, out io.Wr
 	var f lab.Fetch
 	fs.StringVar(&f.Cluster, "expect-cluster", "", "the cluster ID that must answer")
 	fs.StringVar(&f.Pod, "expect-pod", "", "the pod that must answer")
-	clientIn := fs.String("expect-client-in", "", "CIDR the client address the server saw must be in")
+	clientIn := fs.String("expect-client-in", "", "CIDR, or one address, the client address the server saw must be in")
 	fs.DurationVar(&f.Timeout, "timeout", 5*time.Second, "bound of each attempt")
 	fs.DurationVar(&f.RetryUntil, "retry-until", 0, "retry failed attempts for this long")
 	var urls []string
@@ -77,11 +77,11 @@ func runFetch(ctx context.Context, args []string, client *http.Client, out io.Wr
 	}
 	f.URL = urls[0]
 	if *clientIn != "" {
-		p, err := netip.ParsePrefix(*clientIn)
+		p, err := parsePrefixOrAddr(*clientIn)
 		if err != nil {
 			return fmt.Errorf("fetch: --expect-client-in: %w", err)
 		}
-		f.ClientIn = p.Masked()
+		f.ClientIn = p
 	}
 	line, err := f.Run(ctx, client)
 	if err != nil {
@@ -89,6 +89,16 @@ func runFetch(ctx context.Context, args []string, client *http.Client, out io.Wr
 	}
 	_, err = fmt.Fprintln(out, line)
 	return err
+}
+
+// parsePrefixOrAddr reads a CIDR, or an address as the prefix of that
+// address alone, so that a pod can pass its own IP ($(POD_IP)).
+func parsePrefixOrAddr(s string) (netip.Prefix, error) {
+	if a, err := netip.ParseAddr(s); err == nil {
+		return netip.PrefixFrom(a, a.BitLen()), nil
+	}
+	p, err := netip.ParsePrefix(s)
+	return p.Masked(), err
 }
 
 // runResolve is `lab-pod resolve NAME`: look NAME up with the pod's

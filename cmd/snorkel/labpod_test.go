@@ -25,6 +25,8 @@ func TestLabPodFetch(t *testing.T) {
 	}{
 		{"answer from the expected cluster and pod passes", []string{"--expect-cluster", "b", "--expect-pod", "server-0"}, ""},
 		{"client address in the expected CIDR passes", []string{"--expect-client-in", "127.0.0.0/8"}, ""},
+		{"client address equal to the expected one passes", []string{"--expect-client-in", "127.0.0.1"}, ""},
+		{"another client address fails", []string{"--expect-client-in", "127.0.0.2"}, "want an address in 127.0.0.2/32"},
 		{"another cluster fails naming both", []string{"--expect-cluster", "a"}, `answered from cluster "b", want "a"`},
 		{"another pod fails naming both", []string{"--expect-pod", "server-1"}, `answered from pod "server-0", want "server-1"`},
 		{"client outside the CIDR fails naming the address", []string{"--expect-client-in", "10.0.0.0/8"}, "saw the client as 127.0.0.1, want an address in 10.0.0.0/8"},

@@ -37,6 +37,7 @@ var commands = map[string]command{
 	"unexport":      {run: toStdout(runUnexport), usage: unexportUsage},
 	"calico":        {run: toStdout(runCalico), usage: calicoUsage},
 	"diagnose":      {run: toStdout(runDiagnose), usage: diagnoseUsage},
+	"verify":        {run: toStdout(runVerify), usage: verifyUsage},
 
 	"uninstall":           {run: uninstallMain, usage: uninstallUsage},
 	"recover-broker-info": {run: toStdout(runRecoverBrokerInfo), usage: recoverBrokerInfoUsage},

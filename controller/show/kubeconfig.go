@@ -84,6 +84,23 @@ func (s Selection) Targets(status io.Writer) (targets []Target, header bool, err
 	return targets, true, nil
 }
 
+// CurrentContext is the kubeconfig's current context, which a command
+// acting on one cluster takes when it is given no --context.
+func (s Selection) CurrentContext() (string, error) {
+	rules, err := s.loadingRules()
+	if err != nil {
+		return "", err
+	}
+	raw, err := rules.Load()
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", s.where(), err)
+	}
+	if raw.CurrentContext == "" {
+		return "", fmt.Errorf("%s has no current context; name one with --context", s.where())
+	}
+	return raw.CurrentContext, nil
+}
+
 // onePerCluster picks a context per cluster, clusters in name order.
 func onePerCluster(raw *clientcmdapi.Config, status io.Writer) []string {
 	byCluster := map[string][]string{}

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/snorkel-net/snorkel/controller/api"
+	"github.com/snorkel-net/snorkel/controller/show"
+	"github.com/snorkel-net/snorkel/controller/verify"
+	"github.com/snorkel-net/snorkel/deploy"
+)
+
+const verifyUsage = "check that one cluster reaches another, with pods: snorkel verify [--kubeconfig F] [--context FROM] --tocontext TO " +
+	"[--only connectivity,service-discovery] [--image REF] [--namespace-prefix snorkel-verify] [--timeout 3m] [--verbose]"
+
+// runVerify is `snorkel verify`.
+func runVerify(args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
+	var from show.Selection
+	var toContext string
+	fs.StringVar(&from.Kubeconfig, "kubeconfig", "", "kubeconfig file, or several separated by ':', holding both contexts (default $KUBECONFIG or ~/.kube/config)")
+	fs.StringVar(&from.Context, "context", "", "the cluster the checks run from (default the current context)")
+	fs.StringVar(&toContext, "tocontext", "", "the cluster the checks reach, where the servers run")
+	only := fs.String("only", "connectivity,service-discovery", "the verifications, comma-separated: connectivity (or basic-connectivity), service-discovery")
+	o := verify.Options{Out: out}
+	fs.StringVar(&o.Image, "image", deploy.ImageName+":"+version, "the Snorkel image the servers and checks run; the default is the image join deploys, which the nodes already have")
+	fs.StringVar(&o.NamespacePrefix, "namespace-prefix", "snorkel-verify", "start of the name of the namespace created, then deleted, in both clusters")
+	fs.StringVar(&o.Namespace, "namespace", api.AgentNamespace, "the agent namespace, where join stored the agent's configuration")
+	fs.DurationVar(&o.Timeout, "timeout", 3*time.Minute, "how long to wait for the servers, and how long each check retries")
+	fs.BoolVar(&o.Verbose, "verbose", false, "print every check pod's log after the table")
+	disruptive := fs.Bool("disruptive-tests", false, "accepted as subctl takes it; changes nothing, as Snorkel runs no disruptive verification (gateway-failover)")
+	if err := parseFlags(fs, args, nil, out); err != nil {
+		return err
+	}
+	switch {
+	case toContext == "":
+		return errors.New("--tocontext is required: the kubeconfig context of the cluster to verify against, e.g. snorkel --context c1 verify --tocontext c2")
+	case o.Timeout < 10*time.Second:
+		return fmt.Errorf("--timeout %s is too short for pods to start: give at least 10s, e.g. --timeout 3m", o.Timeout)
+	case o.NamespacePrefix == "":
+		return errors.New("--namespace-prefix is empty: give a DNS label such as snorkel-verify")
+	}
+	if *disruptive {
+		fmt.Fprintln(out, "--disruptive-tests changes nothing: Snorkel runs no disruptive verification")
+	}
+	var err error
+	if o.Kinds, err = verify.ParseKinds(*only); err != nil {
+		return err
+	}
+	if from.Context == "" {
+		if from.Context, err = from.CurrentContext(); err != nil {
+			return fmt.Errorf("--context: %w", err)
+		}
+	}
+	// One context in Contexts gives its target, with the reason in Err
+	// when the kubeconfig cannot reach it.
+	targets, _, err := show.Selection{Kubeconfig: from.Kubeconfig, Contexts: []string{from.Context, toContext}}.Targets(io.Discard)
+	if err != nil {
+		return err
+	}
+	for i, flag := range []string{"--context", "--tocontext"} {
+		if targets[i].Err != nil {
+			return fmt.Errorf("%s: %w", flag, targets[i].Err)
+		}
+	}
+	o.From, o.To = targets[0], targets[1]
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err = verify.Run(ctx, o)
+	if errors.Is(err, verify.ErrChecksFailed) {
+		return errors.New("some checks failed (✗ above); --verbose prints each check pod's log")
+	}
+	return err
+}
