@@ -21,7 +21,8 @@ import (
 // Tutorial runs the Submariner tutorial's steps on a lab that is up, as a
 // user types them with snorkel for subctl: deploy the broker, join the
 // clusters, deploy and export the whereami services, then check from a
-// client pod on a worker node what the tutorial shows. Commands print as
+// client pod on a worker node what the tutorial shows, then run snorkel
+// verify from the first cluster to the second. Commands print as
 // `$ ...`; checks print ✓ or ✗ and are retried until checkDeadline. It
 // returns an error naming the failed checks.
 type Tutorial struct {
@@ -96,6 +97,11 @@ func (t *Tutorial) Run(ctx context.Context) error {
 	}
 	t.check(ctx, "show  snorkel show connections lists "+b.Name+" connected over "+cable, b.Name+`.* `+cable+` .*connected`,
 		t.Snorkel, "--context", a.Context(), "show", "connections")
+	// snorkel verify runs the same kinds of checks with pods of its own,
+	// from both of a's nodes to servers on both of b's.
+	if err := t.snorkel(ctx, "--context", a.Context(), "verify", "--tocontext", b.Context()); err != nil {
+		t.fail("snorkel verify from " + a.Name + " to " + b.Name + ": " + err.Error())
+	}
 	if len(t.failed) > 0 {
 		return fmt.Errorf("nodes: %d checks failed: %s", len(t.failed), strings.Join(t.failed, "; "))
 	}

@@ -82,7 +82,8 @@ func TestTutorialOnRealNodes(t *testing.T) {
 					t.Errorf("status shows no usage of%s:\n%s", c, status.String())
 				}
 			}
-			for _, want := range []string{"✓ http  whereami-cs.sample.svc.clusterset.local answers from", "all checks passed", "removed " + stateDir} {
+			verified := "✓ " + sc.Clusters[0].Name + " → " + sc.Clusters[1].Name + ": "
+			for _, want := range []string{"✓ http  whereami-cs.sample.svc.clusterset.local answers from", verified, "all checks passed", "removed " + stateDir} {
 				if !strings.Contains(out.String(), want) {
 					t.Errorf("the run did not print %q", want)
 				}
