@@ -8,8 +8,11 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/snorkel-net/snorkel/controller/api"
 	"github.com/snorkel-net/snorkel/controller/show"
@@ -44,8 +47,11 @@ func runVerify(args []string, out io.Writer) error {
 		return errors.New("--tocontext is required: the kubeconfig context of the cluster to verify against, e.g. snorkel --context c1 verify --tocontext c2")
 	case o.Timeout < 10*time.Second:
 		return fmt.Errorf("--timeout %s is too short for pods to start: give at least 10s, e.g. --timeout 3m", o.Timeout)
-	case o.NamespacePrefix == "":
-		return errors.New("--namespace-prefix is empty: give a DNS label such as snorkel-verify")
+	}
+	// The namespace is the prefix, a dash and five random characters.
+	if errs := validation.IsDNS1123Label(o.NamespacePrefix + "-abcde"); len(errs) > 0 {
+		return fmt.Errorf("--namespace-prefix %q makes no namespace name (%s): give lower-case letters, digits and dashes, at most 57, e.g. snorkel-verify",
+			o.NamespacePrefix, strings.Join(errs, "; "))
 	}
 	if *disruptive {
 		fmt.Fprintln(out, "--disruptive-tests changes nothing: Snorkel runs no disruptive verification")

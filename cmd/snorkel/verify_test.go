@@ -27,6 +27,7 @@ func TestVerifyRefusesWhatItCannotDo(t *testing.T) {
 		{"no target cluster", []string{"--context", "c1"}, "--tocontext is required"},
 		{"a verification Snorkel does not run", []string{"--tocontext", "c2", "--only", "gateway-failover"}, "--only gateway-failover: Snorkel verifies no gateway failover"},
 		{"a timeout too short for pods", []string{"--tocontext", "c2", "--timeout", "1s"}, "--timeout 1s is too short"},
+		{"a namespace prefix that names no namespace", []string{"--tocontext", "c2", "--namespace-prefix", "Verify_"}, `--namespace-prefix "Verify_" makes no namespace name`},
 		{"no current context", []string{"--kubeconfig", kubeconfig, "--tocontext", "c1"}, "--context: --kubeconfig " + kubeconfig + " has no current context"},
 		{"an unknown target context", []string{"--kubeconfig", kubeconfig, "--context", "c1", "--tocontext", "c2"}, `--tocontext: no context named "c2"`},
 		{"an unreachable cluster", []string{"--kubeconfig", kubeconfig, "--context", "c1", "--tocontext", "c1"}, `cannot reach context "c1" at https://127.0.0.1:1`},
