@@ -60,9 +60,12 @@ func serviceExport(ns, name string) *mcsv1a1.ServiceExport {
 // a StatefulSet so that they have hostnames under the headless Service.
 func serverStatefulSet(ns, image string, c Cluster) *appsv1.StatefulSet {
 	labels := map[string]string{appLabel: appServer}
-	var nodes []string
+	// A node field selector takes one name: one term, ORed, per node.
+	var terms []corev1.NodeSelectorTerm
 	for _, n := range c.Nodes() {
-		nodes = append(nodes, n.Name)
+		terms = append(terms, corev1.NodeSelectorTerm{
+			MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{n.Name}}},
+		})
 	}
 	return &appsv1.StatefulSet{
 		ObjectMeta: metav1.ObjectMeta{Name: serverName, Namespace: ns},
@@ -75,9 +78,7 @@ func serverStatefulSet(ns, image string, c Cluster) *appsv1.StatefulSet {
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{
 					Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
-						RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-							MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: nodes}},
-						}}},
+						RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: terms},
 					}},
 					TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{
 						MaxSkew: 1, TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: corev1.DoNotSchedule,
