@@ -17,7 +17,7 @@ import (
 const (
 	deployBrokerUsage = "set up a broker cluster: snorkel deploy-broker [--kubeconfig F] [--context C] [--globalnet] [--namespace NS] [--out broker-info.subm]"
 	joinUsage         = "join a cluster to a broker and run Snorkel in it: snorkel join broker-info.subm --clusterid ID [--kubeconfig F] [--context C] [--cable-driver esp|wireguard|vxlan] " +
-		"[--globalnet-cidr CIDR | --globalnet-cluster-size N] [--natt=false] [--nattport 4500] [--preferred-server] [--label-gateway=false] [--health-check=false] [--custom-domains D1,D2] [--air-gapped] [--image REF] [--no-deploy]"
+		"[--globalnet-cidr CIDR | --globalnet-cluster-size N] [--natt=false] [--nattport 4500] [--preferred-server] [--label-gateway=false] [--health-check=false] [--health-check-interval 1] [--health-check-max-packet-loss-count 5] [--custom-domains D1,D2] [--air-gapped] [--image REF] [--no-deploy]"
 )
 
 // runDeployBroker is `snorkel deploy-broker`: it parses args into a
@@ -62,6 +62,8 @@ func runJoin(args []string, out io.Writer) error {
 	fs.IntVar(&gw.NATTPort, "nattport", api.DefaultNATTPort, "the gateway's UDP port (IPsec NAT-T, WireGuard or VXLAN), published to the other clusters")
 	fs.BoolVar(&gw.PreferredServer, "preferred-server", false, "this cluster's gateway answers IKE rather than starting it (the IPsec server), unless the other side prefers that too")
 	healthCheck := fs.Bool("health-check", true, "the gateway probes each remote gateway through the tunnel; false sends no probes")
+	fs.IntVar(&gw.HealthCheckInterval, "health-check-interval", api.DefaultHealthCheckInterval, "seconds between the gateway's health probes to each remote gateway")
+	fs.IntVar(&gw.HealthCheckMaxPacketLossCount, "health-check-max-packet-loss-count", api.DefaultHealthCheckMaxPacketLossCount, "unanswered health probes in a row after which a connection is an error")
 	customDomains := fs.String("custom-domains", "", "DNS domains dnsd also serves, and CoreDNS forwards to it, besides clusterset.local, comma-separated")
 	fs.BoolVar(&gw.AirGapped, "air-gapped", false, "the cluster reaches no service outside the clusterset: the agent learns its addresses from its node, flags, the broker and the other gateways only")
 	fs.BoolVar(&c.LabelGateway, "label-gateway", true, "label a worker node "+broker.GatewayLabel+"=true when no node is labelled")
@@ -82,6 +84,16 @@ func runJoin(args []string, out io.Writer) error {
 		return err
 	}
 	gw.NATTraversalOff, gw.HealthCheckOff = !*natt, !*healthCheck
+	// In JoinOptions 0 means the default; from the command line it is a
+	// mistake.
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"--health-check-interval", gw.HealthCheckInterval}, {"--health-check-max-packet-loss-count", gw.HealthCheckMaxPacketLossCount}} {
+		if f.v < 1 {
+			return fmt.Errorf("%s %d is out of range: use 1 or more", f.name, f.v)
+		}
+	}
 	gw.CustomDomains = splitList(*customDomains)
 	return broker.RunJoin(c, out)
 }

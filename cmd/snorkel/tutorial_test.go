@@ -78,7 +78,7 @@ func TestTutorialGlobalnet(t *testing.T) {
 		"gateway nodes: c1-worker")
 
 	r = run(0, "--context", "kind-c2", "join", "broker-info.subm", "--clusterid", "c2", "--globalnet-cidr", "120.2.0.0/24",
-		"--natt=false", "--nattport", "4600", "--preferred-server", "--health-check=false", "--custom-domains", "supercluster.local",
+		"--natt=false", "--nattport", "4600", "--preferred-server", "--health-check=false", "--health-check-interval", "3", "--health-check-max-packet-loss-count", "7", "--custom-domains", "supercluster.local",
 		"--air-gapped", "--label-gateway=false")
 	wantLines(r.stdout,
 		"global CIDR 120.2.0.0/24",
@@ -89,7 +89,7 @@ func TestTutorialGlobalnet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (api.GatewaySettings{NATTraversalOff: true, NATTPort: 4600, PreferredServer: true, HealthCheckOff: true, CustomDomains: []string{"supercluster.local"}, AirGapped: true}); fmt.Sprint(c2.GatewaySettings) != fmt.Sprint(want) {
+	if want := (api.GatewaySettings{NATTraversalOff: true, NATTPort: 4600, PreferredServer: true, HealthCheckOff: true, HealthCheckInterval: 3, HealthCheckMaxPacketLossCount: 7, CustomDomains: []string{"supercluster.local"}, AirGapped: true}); fmt.Sprint(c2.GatewaySettings) != fmt.Sprint(want) {
 		t.Errorf("c2's agent configuration has %+v, want %+v", c2.GatewaySettings, want)
 	}
 	cm, err := clients["c2"].CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(t.Context(), broker.CoreDNSConfigMap, metav1.GetOptions{})
@@ -120,6 +120,10 @@ func TestTutorialGlobalnet(t *testing.T) {
 	}
 	r = run(1, "--context", "kind-c3", "join", "broker-info.subm", "--clusterid", "c3", "--nattport", "0")
 	wantLines(r.stderr, "--nattport 0 is not a UDP port")
+	r = run(1, "--context", "kind-c3", "join", "broker-info.subm", "--clusterid", "c3", "--health-check-interval", "0")
+	wantLines(r.stderr, "--health-check-interval 0 is out of range: use 1 or more")
+	r = run(1, "--context", "kind-c3", "join", "broker-info.subm", "--clusterid", "c3", "--health-check-max-packet-loss-count", "1001")
+	wantLines(r.stderr, "--health-check-max-packet-loss-count 1001 is out of range: use 1 to 1000")
 
 	// The global flags as the tutorial places them, after the verb as
 	// before, and both ways with the one after the verb winning.

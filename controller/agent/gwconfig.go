@@ -3,6 +3,7 @@ package agent
 import (
 	"net/netip"
 	"slices"
+	"time"
 
 	"github.com/snorkel-net/snorkel/gateway"
 	"github.com/snorkel-net/snorkel/natengine"
@@ -31,6 +32,12 @@ func build(c *Config, rs []gateway.RemoteSpec, rules *natengine.Rules) *gateway.
 	if m.HealthCheckOff {
 		off := false
 		s.Health.Enabled = &off
+	}
+	if m.HealthCheckInterval > 0 {
+		s.Health.Interval = time.Duration(m.HealthCheckInterval) * time.Second
+	}
+	if m.HealthCheckMaxPacketLossCount > 0 {
+		s.Health.MaxPacketLossCount = m.HealthCheckMaxPacketLossCount
 	}
 	if !s.TUN.Addr.IsValid() {
 		if a, err := netip.ParseAddr(c.HealthCheckIP); err == nil {

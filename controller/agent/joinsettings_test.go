@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"time"
+
 	"net/netip"
 	"testing"
 
@@ -97,8 +99,15 @@ func TestJoinSettingsReachTheEndpointAndTheGateway(t *testing.T) {
 	if d.Port != gateway.DefaultPort || !spec.NATEnabled || spec.BackendConfig[BackendConfigPreferredServer] != "false" {
 		t.Errorf("defaults: port %d, nat_enabled %v, backend_config %v", d.Port, spec.NATEnabled, spec.BackendConfig)
 	}
-	if s := build(d, nil, nil); s.Health.Enabled != nil {
-		t.Errorf("defaults: health enabled %v, want the gateway's default", fmtBool(s.Health.Enabled))
+	if s := build(d, nil, nil); s.Health.Enabled != nil || s.Health.Interval != 0 || s.Health.MaxPacketLossCount != 0 {
+		t.Errorf("defaults: health enabled %v, interval %s, max loss %d; want the gateway's defaults", fmtBool(s.Health.Enabled), s.Health.Interval, s.Health.MaxPacketLossCount)
+	}
+
+	// --health-check-interval 3 --health-check-max-packet-loss-count 7
+	e := &Config{Member: espMember(api.GatewaySettings{HealthCheckInterval: 3, HealthCheckMaxPacketLossCount: 7}), PrivateIP: "172.18.0.5"}
+	e.applyDefaults()
+	if s := build(e, nil, nil); s.Health.Interval != 3*time.Second || s.Health.MaxPacketLossCount != 7 {
+		t.Errorf("interval %s, max loss %d; want 3s and 7", s.Health.Interval, s.Health.MaxPacketLossCount)
 	}
 }
 

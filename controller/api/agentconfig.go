@@ -60,6 +60,13 @@ type GatewaySettings struct {
 	// HealthCheckOff is --health-check=false: the gateway sends no health
 	// probes, and a remote is connected while traffic comes from it.
 	HealthCheckOff bool
+	// HealthCheckInterval is --health-check-interval, seconds between
+	// probes; 0 means DefaultHealthCheckInterval.
+	HealthCheckInterval int
+	// HealthCheckMaxPacketLossCount is --health-check-max-packet-loss-count,
+	// the unanswered probes in a row that make a connection an error; 0
+	// means DefaultHealthCheckMaxPacketLossCount.
+	HealthCheckMaxPacketLossCount int
 	// CustomDomains is --custom-domains: the zones dnsd serves and the
 	// cluster's CoreDNS forwards to it besides ClustersetDomain.
 	CustomDomains []string
@@ -73,8 +80,37 @@ type GatewaySettings struct {
 // --nattport, as subctl's.
 const DefaultNATTPort = 4500
 
+// Health-check defaults and bounds of join's flags, as subctl's defaults;
+// the bounds are the gateway's (an interval up to a minute, up to 1000
+// probes).
+const (
+	DefaultHealthCheckInterval           = 1
+	DefaultHealthCheckMaxPacketLossCount = 5
+	maxHealthCheckInterval               = 60
+	maxHealthCheckMaxPacketLossCount     = 1000
+)
+
 // ClustersetDomain is the zone of the clusterset's service names.
 const ClustersetDomain = "clusterset.local"
+
+// HealthInterval is the seconds between health probes:
+// HealthCheckInterval, or DefaultHealthCheckInterval.
+func (c *GatewaySettings) HealthInterval() int {
+	if c.HealthCheckInterval == 0 {
+		return DefaultHealthCheckInterval
+	}
+	return c.HealthCheckInterval
+}
+
+// HealthMaxPacketLoss is the unanswered probes in a row that make a
+// connection an error: HealthCheckMaxPacketLossCount, or
+// DefaultHealthCheckMaxPacketLossCount.
+func (c *GatewaySettings) HealthMaxPacketLoss() int {
+	if c.HealthCheckMaxPacketLossCount == 0 {
+		return DefaultHealthCheckMaxPacketLossCount
+	}
+	return c.HealthCheckMaxPacketLossCount
+}
 
 // Port is the gateway's UDP port: NATTPort, or DefaultNATTPort.
 func (c *GatewaySettings) Port() int {
@@ -119,6 +155,8 @@ const (
 	agentNATTPortKey         = "nattPort"
 	agentPreferredServerKey  = "preferredServer"
 	agentHealthCheckKey      = "healthCheck"
+	agentHealthIntervalKey   = "healthCheckInterval"
+	agentHealthLossKey       = "healthCheckMaxPacketLossCount"
 	agentCustomDomainsKey    = "customDomains"
 	agentAirGappedKey        = "airGapped"
 )
@@ -164,6 +202,8 @@ func (c *AgentConfig) SecretData() map[string][]byte {
 		agentNATTPortKey:         []byte(strconv.Itoa(c.Port())),
 		agentPreferredServerKey:  []byte(strconv.FormatBool(c.PreferredServer)),
 		agentHealthCheckKey:      []byte(strconv.FormatBool(!c.HealthCheckOff)),
+		agentHealthIntervalKey:   []byte(strconv.Itoa(c.HealthInterval())),
+		agentHealthLossKey:       []byte(strconv.Itoa(c.HealthMaxPacketLoss())),
 		agentCustomDomainsKey:    []byte(strings.Join(c.CustomDomains, ",")),
 		AgentDNSZonesKey:         []byte(strings.Join(c.DNSZones(), ",")),
 		agentAirGappedKey:        []byte(strconv.FormatBool(c.AirGapped)),
@@ -226,6 +266,28 @@ func agentConfigFromSecret(s *corev1.Secret) (*AgentConfig, error) {
 	c.PreferredServer = boolean(agentPreferredServerKey, false)
 	c.HealthCheckOff = !boolean(agentHealthCheckKey, true)
 	c.AirGapped = boolean(agentAirGappedKey, false)
+	for _, f := range []struct {
+		key  string
+		dst  *int
+		flag string
+		max  int
+	}{
+		{agentHealthIntervalKey, &c.HealthCheckInterval, "--health-check-interval", maxHealthCheckInterval},
+		{agentHealthLossKey, &c.HealthCheckMaxPacketLossCount, "--health-check-max-packet-loss-count", maxHealthCheckMaxPacketLossCount},
+	} {
+		v := str(f.key)
+		if v == "" {
+			continue
+		}
+		n, err := strconv.Atoi(v)
+		if err == nil {
+			err = validateHealthSetting(f.flag, n, f.max)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("data %q: %q: %v", f.key, v, err))
+		}
+		*f.dst = n
+	}
 	if v := str(agentNATTPortKey); v != "" {
 		port, err := strconv.Atoi(v)
 		if err == nil {

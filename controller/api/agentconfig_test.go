@@ -18,10 +18,12 @@ func baseAgentConfig() *AgentConfig {
 func TestAgentConfigKeepsTheJoinFlagsThroughTheSecret(t *testing.T) {
 	c := baseAgentConfig()
 	c.NATTraversalOff, c.NATTPort, c.PreferredServer, c.HealthCheckOff, c.AirGapped = true, 4600, true, true, true
+	c.HealthCheckInterval, c.HealthCheckMaxPacketLossCount = 3, 7
 	c.CustomDomains = []string{"supercluster.local", "example.org"}
 	data := c.SecretData()
 	for k, want := range map[string]string{
 		"natTraversal": "false", "nattPort": "4600", "preferredServer": "true", "healthCheck": "false", "airGapped": "true",
+		"healthCheckInterval": "3", "healthCheckMaxPacketLossCount": "7",
 		"customDomains": "supercluster.local,example.org", AgentDNSZonesKey: "clusterset.local,supercluster.local,example.org",
 	} {
 		if got := string(data[k]); got != want {
@@ -36,14 +38,14 @@ func TestAgentConfigKeepsTheJoinFlagsThroughTheSecret(t *testing.T) {
 
 func TestAgentConfigFromAnOlderSecretTakesSubctlDefaults(t *testing.T) {
 	data := baseAgentConfig().SecretData()
-	for _, k := range []string{"natTraversal", "nattPort", "preferredServer", "healthCheck", "customDomains", AgentDNSZonesKey, "airGapped"} {
+	for _, k := range []string{"natTraversal", "nattPort", "preferredServer", "healthCheck", "customDomains", AgentDNSZonesKey, "airGapped", "healthCheckInterval", "healthCheckMaxPacketLossCount"} {
 		delete(data, k)
 	}
 	c, err := agentConfigFromSecret(&corev1.Secret{Data: data})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.NATTraversalOff || c.Port() != 4500 || c.PreferredServer || c.HealthCheckOff || c.AirGapped || len(c.CustomDomains) != 0 {
+	if c.NATTraversalOff || c.Port() != 4500 || c.PreferredServer || c.HealthCheckOff || c.AirGapped || len(c.CustomDomains) != 0 || c.HealthInterval() != 1 || c.HealthMaxPacketLoss() != 5 {
 		t.Errorf("defaults: %+v", c)
 	}
 	if got := baseAgentConfig().SecretData(); string(got["natTraversal"]) != "true" || string(got["nattPort"]) != "4500" || string(got["healthCheck"]) != "true" || string(got[AgentDNSZonesKey]) != "clusterset.local" {
@@ -58,6 +60,8 @@ func TestAgentConfigRefusesBadJoinSettings(t *testing.T) {
 		{"nattPort", "70000", `data "nattPort": "70000" is not a UDP port`},
 		{"nattPort", "udp", `data "nattPort": "udp" is not a UDP port`},
 		{"healthCheck", "yes please", `data "healthCheck": "yes please" is not true or false`},
+		{"healthCheckInterval", "61", `data "healthCheckInterval": "61": --health-check-interval 61 is out of range: use 1 to 60`},
+		{"healthCheckMaxPacketLossCount", "many", `data "healthCheckMaxPacketLossCount": "many"`},
 		{"customDomains", "Bad_Domain", `data "customDomains": --custom-domains "Bad_Domain" is not a DNS domain`},
 	} {
 		data := baseAgentConfig().SecretData()
@@ -69,6 +73,21 @@ func TestAgentConfigRefusesBadJoinSettings(t *testing.T) {
 }
 
 func TestValidateJoinGatewaySettingsNameTheFlag(t *testing.T) {
+	for _, tc := range []struct {
+		interval, loss int
+		want           string
+	}{
+		{61, 5, "--health-check-interval 61 is out of range: use 1 to 60"},
+		{-1, 5, "--health-check-interval -1 is out of range"},
+		{1, 1001, "--health-check-max-packet-loss-count 1001 is out of range: use 1 to 1000"},
+	} {
+		if err := ValidateHealthCheck(tc.interval, tc.loss); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%d, %d: %v, want %q", tc.interval, tc.loss, err, tc.want)
+		}
+	}
+	if err := ValidateHealthCheck(0, 0); err != nil {
+		t.Errorf("the defaults: %v", err)
+	}
 	for _, port := range []int{0, -1, 65536} {
 		if err := ValidateNATTPort(port); err == nil || !strings.Contains(err.Error(), "--nattport") {
 			t.Errorf("port %d: %v", port, err)

@@ -94,6 +94,22 @@ func ValidateNATTPort(port int) error {
 	return nil
 }
 
+// ValidateHealthCheck checks join's --health-check-interval (seconds) and
+// --health-check-max-packet-loss-count; 0 stands for the default.
+func ValidateHealthCheck(interval, maxLoss int) error {
+	if err := validateHealthSetting("--health-check-interval", interval, maxHealthCheckInterval); err != nil {
+		return err
+	}
+	return validateHealthSetting("--health-check-max-packet-loss-count", maxLoss, maxHealthCheckMaxPacketLossCount)
+}
+
+func validateHealthSetting(flag string, n, maximum int) error {
+	if n < 0 || n > maximum {
+		return fmt.Errorf("%s %d is out of range: use 1 to %d", flag, n, maximum)
+	}
+	return nil
+}
+
 // ValidateCustomDomains checks the extra DNS zones of --custom-domains:
 // each a DNS name, none the clusterset's own, none given twice.
 func ValidateCustomDomains(domains []string) error {

@@ -148,7 +148,11 @@ func printGatewaySettings(out io.Writer, s *api.GatewaySettings) {
 	if s.PreferredServer {
 		role = "preferred server (IKE responder)"
 	}
-	fmt.Fprintf(out, "gateway: UDP port %d, NAT traversal %s, health check %s, %s", s.Port(), onOff[!s.NATTraversalOff], onOff[!s.HealthCheckOff], role)
+	health := onOff[!s.HealthCheckOff]
+	if !s.HealthCheckOff && (s.HealthInterval() != api.DefaultHealthCheckInterval || s.HealthMaxPacketLoss() != api.DefaultHealthCheckMaxPacketLossCount) {
+		health += fmt.Sprintf(" (a probe every %ds, an error after %d unanswered)", s.HealthInterval(), s.HealthMaxPacketLoss())
+	}
+	fmt.Fprintf(out, "gateway: UDP port %d, NAT traversal %s, health check %s, %s", s.Port(), onOff[!s.NATTraversalOff], health, role)
 	if s.AirGapped {
 		fmt.Fprint(out, ", air-gapped")
 	}

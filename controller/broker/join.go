@@ -101,6 +101,7 @@ func Join(ctx context.Context, member *rest.Config, info *Info, o JoinOptions) (
 		GatewaySettings:  o.Gateway,
 	}
 	cfg.NATTPort = cfg.Port()
+	cfg.HealthCheckInterval, cfg.HealthCheckMaxPacketLossCount = cfg.HealthInterval(), cfg.HealthMaxPacketLoss()
 	if len(spec.GlobalCIDR) > 0 {
 		cfg.GlobalCIDR = spec.GlobalCIDR[0]
 		cfg.GlobalnetCIDRRange = globalRange.String()
@@ -142,6 +143,9 @@ func (o JoinOptions) parse() (*joinRequest, error) {
 		}
 	}
 	if err := api.ValidateCustomDomains(o.Gateway.CustomDomains); err != nil {
+		return nil, err
+	}
+	if err := api.ValidateHealthCheck(o.Gateway.HealthCheckInterval, o.Gateway.HealthCheckMaxPacketLossCount); err != nil {
 		return nil, err
 	}
 	if o.GlobalCIDR != "" {
