@@ -32,7 +32,9 @@ type Spec struct {
 	MetricsAddress string
 	// Globalnet is nil when Globalnet is off.
 	Globalnet *GlobalnetSpec
-	Health    HealthSpec
+	// ClustersetIP is nil when no clusterset IP is in use.
+	ClustersetIP *ClustersetIPSpec
+	Health       HealthSpec
 }
 
 // ClusterSpec is the local cluster.
@@ -129,6 +131,48 @@ type GlobalnetSpec struct {
 	Supernet netip.Prefix
 	Rules    natengine.Rules
 	MaxFlows int
+}
+
+// ClustersetIPSpec is the clusterset IPs (the VIPs that MCS ServiceImports
+// carry) this gateway serves. The route agents send the clusterset's VIP
+// range to the active gateway, which routes it into its TUN and gives each
+// connection to a VIP one backend: a cluster's address for the service
+// (without Globalnet, its ClusterIP). A connection keeps its backend for
+// its life.
+type ClustersetIPSpec struct {
+	// CIDR is the clusterset's VIP range (deploy-broker
+	// --clusterset-ip-cidr-range, default 243.0.0.0/8).
+	CIDR netip.Prefix
+	// SNATAddr is this gateway's own address inside CIDR (in this
+	// cluster's clusterset IP CIDR, never given to a service). A
+	// connection whose backend is in the local cluster leaves with this
+	// source, so that its replies come back through the gateway.
+	SNATAddr netip.Addr
+	Services []ClustersetService
+}
+
+// ClustersetService is one VIP: the ports it serves and the clusters that
+// back it.
+type ClustersetService struct {
+	VIP      netip.Addr
+	Ports    []ClustersetPort
+	Backends []ClustersetBackend
+}
+
+// ClustersetPort is one port of a VIP; Proto is the IP protocol number
+// (6 TCP, 17 UDP, 132 SCTP).
+type ClustersetPort struct {
+	Proto uint8
+	Port  uint16
+}
+
+// ClustersetBackend is one cluster's address for a VIP's service: Cluster
+// is the local cluster's ID or a remote's, Addr the service's address in
+// that cluster. A connection goes to the local backend when there is one,
+// else to a remote whose connection is up.
+type ClustersetBackend struct {
+	Cluster string
+	Addr    netip.Addr
 }
 
 // HealthSpec tunes the health probes; zero values take the defaults.
