@@ -44,4 +44,28 @@
 // flows take one engine-wide lock. Expiry runs a timing wheel, a bounded
 // amount of it per packet when a new second begins, and never scans the
 // table. SetRules, Flows and Stats may run at any time.
+//
+// Clusterset IPs (clusterset.go): Clusterset carries connections to the
+// VIPs of MCS ServiceImports, without Globalnet. A new connection to a VIP
+// port gets one backend, the local cluster's when there is one, else the
+// next remote (round-robin) whose connection is up; its destination becomes
+// the backend's address, port unchanged, and a connection to the local
+// backend also leaves from the SNAT address with a port no other connection
+// to that backend holds (the client's own when free), so that the replies
+// come back to the gateway. Replies are rewritten back to come from the
+// VIP. A connection keeps its backend while the rules list it; SetRules
+// ends those whose VIP, port or backend went.
+//
+// Clusterset is a small type beside Engine, not a rule kind of it: its
+// connections are keyed on four addresses (client, VIP, backend, SNAT)
+// where Engine's flows have three, and there are few of them (connections
+// to some services, not a cluster's whole egress). A map per lock shard
+// (64) holds both keys of each connection; expiry examines a bounded slice
+// of the connections once a second, and a lookup treats an expired
+// connection as gone, so expiry is never late. It shares Engine's
+// timeouts, TCP state tracking and port search. A packet of a known
+// connection takes one shard's read lock and allocates nothing. Non-first
+// fragments, and ICMP errors to the SNAT address, carry no ports to find a
+// connection by and are dropped (counted); ICMP errors from a remote
+// backend's cluster reach the client untranslated.
 package natengine

@@ -99,17 +99,21 @@ func (t *timeouts) longest() uint32 {
 }
 
 // of returns the idle timeout of flow f in state st.
-func (t *timeouts) of(f *flow, st uint32) uint32 {
+func (t *timeouts) of(f *flow, st uint32) uint32 { return t.ofState(f.echo(), st) }
+
+// ofState returns the idle timeout of a flow in state st, an ICMP echo
+// flow if echo.
+func (t *timeouts) ofState(echo bool, st uint32) uint32 {
 	switch FlowState(st & stateMask) {
 	case StateEstablished:
 		return t.tcpEst
 	case StateUnreplied:
-		if f.echo() {
+		if echo {
 			return t.icmp
 		}
 		return t.udpUnreplied
 	case StateReplied:
-		if f.echo() {
+		if echo {
 			return t.icmp
 		}
 		return t.udp
