@@ -53,6 +53,9 @@ type Config struct {
 	// HealthCheck tunes the probes to the remotes' healthCheckIPs; see
 	// health.go.
 	HealthCheck *HealthCheck `json:"healthCheck,omitempty"`
+	// ClustersetIP, if set, carries connections to the clusterset IPs
+	// of services exported with --use-clusterset-ip; see clusterset.go.
+	ClustersetIP *ClustersetIP `json:"clustersetIP,omitempty"`
 }
 
 // Cluster is the local cluster.
@@ -166,7 +169,8 @@ type spec struct {
 	remotes         []remoteSpec
 	tunAddr         netip.Prefix // zero if unset
 	port            uint16
-	globalnet       *globalnetSpec // nil when Globalnet is off
+	globalnet       *globalnetSpec  // nil when Globalnet is off
+	clusterset      *clustersetSpec // nil without clusterset IPs
 	health          *healthSpec
 }
 
@@ -366,6 +370,7 @@ func (c *Config) parse(errs *errList) *Spec {
 	}
 	c.parseGlobalnet(errs, s)
 	c.parseHealth(errs, s)
+	c.parseClustersetIP(errs, s)
 	return s
 }
 

@@ -36,6 +36,7 @@ import (
 
 	"golang.zx2c4.com/wireguard/tun"
 
+	"github.com/snorkel-net/snorkel/natengine"
 	"github.com/snorkel-net/snorkel/packet"
 	"github.com/snorkel-net/snorkel/transport"
 )
@@ -70,6 +71,11 @@ type Gateway struct {
 	// globalnet is the Globalnet section in force, for /status: the
 	// spec's at first, replaced by updateGlobalnet.
 	globalnet atomic.Pointer[globalnetSpec]
+	// clusterset is the clusterset IP range and its engine, nil while
+	// the spec has none; csEngine outlives changes to it, with its
+	// connections.
+	clusterset atomic.Pointer[clustersetState]
+	csEngine   atomic.Pointer[natengine.Clusterset]
 
 	// globalRoutes is this cluster's global CIDR with Globalnet, else nil:
 	// the only destinations a remote may address before translation.
@@ -120,6 +126,9 @@ func NewFromSpec(sp *Spec, opts Options) (*Gateway, error) {
 // spec.
 func newGatewayFor(s *spec, opts Options) (*Gateway, error) {
 	g := newGateway(s, opts)
+	if err := g.setClusterset(s, g.set.Load()); err != nil {
+		return nil, err
+	}
 	if s.globalnet != nil && g.xlate == nil {
 		if err := g.startNAT(); err != nil {
 			return nil, err
@@ -261,6 +270,7 @@ func (g *Gateway) readLoop(dev tun.Device) error {
 	}
 	var out [][][]byte
 	var tallies []tally
+	back := make([][]byte, 0, n) // translated by the clusterset engine for this cluster
 	icmp := [1][]byte{make([]byte, transport.Headroom+1280)}
 	const off = transport.Headroom
 	var p packet.Parsed
@@ -278,6 +288,7 @@ func (g *Gateway) readLoop(dev tun.Device) error {
 			}
 		}
 		rs := g.set.Load()
+		cs := g.clusterset.Load()
 		for len(out) < len(rs.bySlot) {
 			out = append(out, make([][]byte, 0, n))
 			tallies = append(tallies, tally{})
@@ -290,6 +301,15 @@ func (g *Gateway) readLoop(dev tun.Device) error {
 				continue
 			}
 			pkt = pkt[:p.Length]
+			if cs != nil && cs.covers(p.Version, &p.Dst) {
+				switch g.clustersetEgress(dev, cs, icmp[:], pkt, &p, pathMTU) {
+				case natengine.VIPDrop:
+					continue
+				case natengine.VIPLocal:
+					back = append(back, bufs[i][:off+p.Length])
+					continue
+				}
+			}
 			r := rs.routes.lookup(p.Version, &p.Dst)
 			if r == noRoute {
 				g.unattributed().drops[dropNoRoute].Add(1)
@@ -310,6 +330,13 @@ func (g *Gateway) readLoop(dev tun.Device) error {
 			out[r] = append(out[r], bufs[i][:off+p.Length])
 			tallies[r].packets++
 			tallies[r].bytes += uint64(p.Length)
+		}
+		if len(back) > 0 {
+			if _, err := dev.Write(back, off); err != nil {
+				g.unattributed().drops[dropTUNWrite].Add(uint64(len(back)))
+			}
+			clear(back)
+			back = back[:0]
 		}
 		for r := range out {
 			if len(out[r]) == 0 {
@@ -425,6 +452,9 @@ func (g *Gateway) Deliver(peer int, bufs [][]byte, offset int) {
 		if g.xlate != nil && !g.xlate.Ingress(src, pkt[:p.Length], p) {
 			c.drops[dropTranslate].Add(1)
 			continue
+		}
+		if cs := g.clusterset.Load(); cs != nil {
+			cs.eng.Ingress(pkt[:p.Length], p)
 		}
 		if rs.local.lookup(p.Version, &p.Dst) == noRoute {
 			c.drops[dropBadDestination].Add(1)

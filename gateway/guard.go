@@ -1,6 +1,9 @@
 package gateway
 
-import "net/netip"
+import (
+	"fmt"
+	"net/netip"
+)
 
 // The guard keeps traffic for remote clusters from leaving in cleartext
 // when the gateway is not there to carry it. The TUN device is not
@@ -28,8 +31,8 @@ const (
 )
 
 // guarded is what the guard covers: every CIDR OpenTUN routes into the TUN
-// device, paired with the index of the remote it belongs to so that an
-// error can name the field.
+// device, paired with the index of the remote it belongs to (-1 for the
+// clusterset IP range) so that an error can name the field.
 func (s *spec) guarded() []guardedCIDR {
 	var g []guardedCIDR
 	for i, r := range s.remotes {
@@ -37,10 +40,21 @@ func (s *spec) guarded() []guardedCIDR {
 			g = append(g, guardedCIDR{remote: i, cidr: p})
 		}
 	}
+	if c := s.clusterset; c != nil {
+		g = append(g, guardedCIDR{remote: -1, cidr: c.cidr})
+	}
 	return g
 }
 
 type guardedCIDR struct {
 	remote int
 	cidr   netip.Prefix
+}
+
+// field names where the CIDR was configured.
+func (g guardedCIDR) field() string {
+	if g.remote < 0 {
+		return "clustersetIP.cidr"
+	}
+	return fmt.Sprintf("remotes[%d]", g.remote)
 }

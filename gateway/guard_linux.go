@@ -29,7 +29,7 @@ func syncGuard(s *spec, prune bool) error {
 		}
 		rt := guardRoute(g.cidr)
 		if err := netlink.RouteAdd(&rt); err != nil {
-			return fmt.Errorf("remotes[%d]: cannot guard %s with an unreachable route (metric %d) against leaving in cleartext while the gateway is down; is another route with that metric there? (%w)", g.remote, g.cidr, GuardMetric, err)
+			return fmt.Errorf("%s: cannot guard %s with an unreachable route (metric %d) against leaving in cleartext while the gateway is down; is another route with that metric there? (%w)", g.field(), g.cidr, GuardMetric, err)
 		}
 	}
 	if !prune {

@@ -37,6 +37,11 @@ var (
 	descNATCreated   = prometheus.NewDesc("snorkel_nat_flows_created_total", "Globalnet flows created.", nil, nil)
 	descNATRemoved   = prometheus.NewDesc("snorkel_nat_flows_removed_total", "Globalnet flows removed, by cause: expired (idle), evicted (to make room; see snorkel_nat_evictions_total), retired (their rule went).", []string{"cause"}, nil)
 	descNATDrops     = prometheus.NewDesc("snorkel_nat_drops_total", "Packets Globalnet refused to translate, by reason.", []string{"reason"}, nil)
+	descCSConns      = prometheus.NewDesc("snorkel_clusterset_ip_connections", "Connections to clusterset IPs tracked now.", nil, nil)
+	descCSCreated    = prometheus.NewDesc("snorkel_clusterset_ip_connections_created_total", "Connections to clusterset IPs given a backend, by backend: local (this cluster, through the SNAT address) or remote.", []string{"backend"}, nil)
+	descCSRemoved    = prometheus.NewDesc("snorkel_clusterset_ip_connections_removed_total", "Connections to clusterset IPs removed, by cause: expired (idle), retired (their VIP, port or backend went).", []string{"cause"}, nil)
+	descCSXlated     = prometheus.NewDesc("snorkel_clusterset_ip_translations_total", "Packets translated to or from a clusterset IP, both directions.", nil, nil)
+	descCSDrops      = prometheus.NewDesc("snorkel_clusterset_ip_drops_total", "Packets to clusterset IPs, or to the SNAT address, refused, by reason.", []string{"reason"}, nil)
 	descNATEvictions = prometheus.NewDesc("snorkel_nat_evictions_total", "Globalnet flows and pending first fragments removed to make room, by reason: unreplied, fair_share, fragment_source_limit, fragment_table_full.", []string{"reason"}, nil)
 )
 
@@ -54,7 +59,8 @@ type flowLister interface {
 func (g *Gateway) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRxBytes, descTxBytes, descConns, descEstab, descRxPkts, descTxPkts, descDrops, descTrDrops,
 		descLatency, descRTT, descProbesSent, descProbesRecvd, descProbesLost,
-		descNATFlows, descNATFragments, descNATCreated, descNATRemoved, descNATDrops, descNATEvictions} {
+		descNATFlows, descNATFragments, descNATCreated, descNATRemoved, descNATDrops, descNATEvictions,
+		descCSConns, descCSCreated, descCSRemoved, descCSXlated, descCSDrops} {
 		ch <- d
 	}
 }
@@ -101,6 +107,17 @@ func (g *Gateway) Collect(ch chan<- prometheus.Metric) {
 		}
 		for reason, v := range n.Evictions {
 			ch <- prometheus.MustNewConstMetric(descNATEvictions, prometheus.CounterValue, float64(v), reason)
+		}
+	}
+	if c := st.ClustersetIP; c != nil {
+		ch <- prometheus.MustNewConstMetric(descCSConns, prometheus.GaugeValue, float64(c.Connections))
+		ch <- prometheus.MustNewConstMetric(descCSCreated, prometheus.CounterValue, float64(c.LocalFlows), "local")
+		ch <- prometheus.MustNewConstMetric(descCSCreated, prometheus.CounterValue, float64(c.RemoteFlows), "remote")
+		ch <- prometheus.MustNewConstMetric(descCSRemoved, prometheus.CounterValue, float64(c.Expired), "expired")
+		ch <- prometheus.MustNewConstMetric(descCSRemoved, prometheus.CounterValue, float64(c.Retired), "retired")
+		ch <- prometheus.MustNewConstMetric(descCSXlated, prometheus.CounterValue, float64(c.Translated))
+		for reason, v := range c.Drops {
+			ch <- prometheus.MustNewConstMetric(descCSDrops, prometheus.CounterValue, float64(v), reason)
 		}
 	}
 }
@@ -188,6 +205,7 @@ func (g *Gateway) Stats() Stats {
 			st.Globalnet.NAT = natStatus(nc.Stats())
 		}
 	}
+	st.ClustersetIP = g.clustersetStatus()
 	for _, d := range g.TransportDrops() {
 		cluster := ""
 		if r := rs.state(d.Peer); r != nil {

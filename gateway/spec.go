@@ -222,6 +222,9 @@ func (s *Spec) applyDefaults() {
 	if s.Health.MaxPacketLossCount == 0 {
 		s.Health.MaxPacketLossCount = DefaultMaxPacketLossCount
 	}
+	if c := s.ClustersetIP; c != nil && !c.CIDR.IsValid() {
+		c.CIDR = netip.MustParsePrefix(DefaultClustersetIPCIDR)
+	}
 	if g := s.Globalnet; g != nil && !g.Supernet.IsValid() {
 		g.Supernet = netip.MustParsePrefix(DefaultSupernet)
 	}
@@ -329,6 +332,7 @@ func (s *Spec) deriveInto(errs *errList) *spec {
 	}
 	s.deriveGlobalnet(errs, d)
 	s.deriveHealth(errs, d)
+	s.deriveClustersetIP(errs, d)
 	if t.Kind == transport.ESP {
 		s.checkESP(errs, d)
 	}
@@ -369,6 +373,7 @@ func (s *Spec) Config() Config {
 		Transport:      TransportConfig{Type: s.Transport.Kind, Port: int(s.Transport.Port), Keepalive: durationString(s.Transport.Keepalive)},
 		UnderlayMTU:    s.UnderlayMTU,
 		MetricsAddress: s.MetricsAddress,
+		ClustersetIP:   s.clustersetConfig(),
 	}
 	if a := s.TUN.Addr; a.IsValid() {
 		c.TUN.Address = a.String()

@@ -57,6 +57,8 @@ type Stats struct {
 	TransportDrops []TransportDrop `json:"transportDrops,omitempty"`
 	// Globalnet is set when Globalnet is on.
 	Globalnet *GlobalnetStatus `json:"globalnet,omitempty"`
+	// ClustersetIP is set while the gateway serves clusterset IPs.
+	ClustersetIP *ClustersetIPStatus `json:"clustersetIP,omitempty"`
 }
 
 // TransportDrop is a count of packets the transport discarded.

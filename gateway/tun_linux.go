@@ -89,8 +89,8 @@ func openTUN(s *spec, mtu int) (tun.Device, *System, error) {
 	return dev, sys, nil
 }
 
-// addRoutes routes into the TUN every CIDR of s's remotes that is not
-// routed there yet, after guarding it.
+// addRoutes routes into the TUN every CIDR of s's remotes, and its
+// clusterset IP range, that is not routed there yet, after guarding it.
 func (sys *System) addRoutes(s *spec) error {
 	if err := syncGuard(s, false); err != nil {
 		return err
@@ -99,32 +99,30 @@ func (sys *System) addRoutes(s *spec) error {
 	for _, rt := range sys.routes {
 		have[routeDst(rt)] = true
 	}
-	for i, r := range s.remotes {
-		for _, p := range r.cidrs {
-			if have[p] {
-				continue
-			}
-			rt := netlink.Route{LinkIndex: sys.link.Attrs().Index, Dst: prefixNet(p), Scope: netlink.SCOPE_LINK}
-			if sys.tunAddr.IsValid() && sys.tunAddr.Addr().Is4() == p.Addr().Is4() {
-				rt.Src = sys.tunAddr.Addr().AsSlice()
-			}
-			if err := netlink.RouteAdd(&rt); err != nil {
-				return fmt.Errorf("remotes[%d]: cannot route %s to %s (does another route cover it?): %w", i, p, sys.link.Attrs().Name, err)
-			}
-			sys.routes = append(sys.routes, rt)
+	for _, g := range s.guarded() {
+		p := g.cidr
+		if have[p] {
+			continue
 		}
+		rt := netlink.Route{LinkIndex: sys.link.Attrs().Index, Dst: prefixNet(p), Scope: netlink.SCOPE_LINK}
+		if sys.tunAddr.IsValid() && sys.tunAddr.Addr().Is4() == p.Addr().Is4() {
+			rt.Src = sys.tunAddr.Addr().AsSlice()
+		}
+		if err := netlink.RouteAdd(&rt); err != nil {
+			return fmt.Errorf("%s: cannot route %s to %s (does another route cover it?): %w", g.field(), p, sys.link.Attrs().Name, err)
+		}
+		sys.routes = append(sys.routes, rt)
+		have[p] = true
 	}
 	return nil
 }
 
 // pruneRoutes removes the TUN's routes, and the guard, of CIDRs no remote
-// of s has any more.
+// of s has any more, and of a clusterset IP range s no longer has.
 func (sys *System) pruneRoutes(s *spec) error {
 	want := map[netip.Prefix]bool{}
-	for _, r := range s.remotes {
-		for _, p := range r.cidrs {
-			want[p] = true
-		}
+	for _, g := range s.guarded() {
+		want[g.cidr] = true
 	}
 	var errs []error
 	kept := sys.routes[:0]

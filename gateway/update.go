@@ -25,14 +25,15 @@ func (g *Gateway) Update(sp *Spec) error {
 }
 
 // sameLocal reports whether a and b differ at most in their remotes, in
-// this cluster's own pod and service CIDRs and in Globalnet's addresses
-// (egress pools, ingress entries, cluster egress IPs), which a running
-// gateway takes in place.
+// this cluster's own pod and service CIDRs, in Globalnet's addresses
+// (egress pools, ingress entries, cluster egress IPs) and in their
+// clusterset IPs, which a running gateway takes in place.
 func sameLocal(a, b *Spec) bool {
 	ca, cb := *a, *b
 	ca.Remotes, cb.Remotes = nil, nil
 	ca.Cluster.PodCIDRs, cb.Cluster.PodCIDRs = nil, nil
 	ca.Cluster.ServiceCIDRs, cb.Cluster.ServiceCIDRs = nil, nil
+	ca.ClustersetIP, cb.ClustersetIP = nil, nil
 	if (a.Globalnet == nil) != (b.Globalnet == nil) {
 		return false
 	}
@@ -88,6 +89,11 @@ func (g *Gateway) update(next *spec) error {
 			return err
 		}
 		g.set.Store(ms)
+		// The leavers' connections to VIPs end before another remote
+		// may take their slots.
+		if err := g.setClusterset(mid, ms); err != nil {
+			return err
+		}
 		var gone []error
 		for slot, st := range prev.bySlot {
 			if st != nil && !staying[st.id] {
@@ -117,14 +123,29 @@ func (g *Gateway) update(next *spec) error {
 		return err
 	}
 	g.set.Store(ns)
+	if err := g.setClusterset(next, ns); err != nil {
+		return err
+	}
 	g.setPathMTU()
 	return nil
 }
 
-// without is s with only the remotes in keep.
+// without is s with only the remotes in keep, and its VIPs backed by them
+// and the local cluster only.
 func (s *spec) without(keep map[string]bool) (*spec, error) {
 	c := *s.Spec
 	c.Remotes = slices.DeleteFunc(slices.Clone(c.Remotes), func(r RemoteSpec) bool { return !keep[r.ID] })
+	if cs := c.ClustersetIP; cs != nil {
+		kept := *cs
+		kept.Services = make([]ClustersetService, len(cs.Services))
+		for i, sv := range cs.Services {
+			sv.Backends = slices.DeleteFunc(slices.Clone(sv.Backends), func(b ClustersetBackend) bool {
+				return b.Cluster != c.Cluster.ID && !keep[b.Cluster]
+			})
+			kept.Services[i] = sv
+		}
+		c.ClustersetIP = &kept
+	}
 	return c.derive()
 }
 
