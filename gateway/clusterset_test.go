@@ -235,3 +235,66 @@ func TestClustersetIPStatusCountsByReason(t *testing.T) {
 		t.Fatalf("status %+v, want one port_not_served drop", st)
 	}
 }
+
+// TestClustersetIPEgressPaths drives the read loop: a packet to a VIP with
+// a local backend is written back to the device from the SNAT address, one
+// to a VIP backed remotely is sent to that remote with the client's own
+// source, one too big for the tunnel is answered with a "fragmentation
+// needed" that quotes the VIP, and one to an address of the range that is
+// no VIP is dropped.
+func TestClustersetIPEgressPaths(t *testing.T) {
+	c := clustersetConfig()
+	c.ClustersetIP.Services = append(c.ClustersetIP.Services, ClustersetIPService{VIP: "243.1.0.7",
+		Ports: []ClustersetIPPort{{Port: 80}}, Backends: []ClustersetIPBackend{{Cluster: "c2", Address: "10.99.0.12"}}})
+	s, err := c.build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newGateway(s, Options{})
+	tr := &nullTransport{keep: true}
+	g.attach(tr, "")
+	if err := g.setClusterset(s, g.set.Load()); err != nil {
+		t.Fatal(err)
+	}
+	a := netip.MustParseAddr
+	dev := &replayDevice{reads: 1, keep: true, batch: [][]byte{
+		ipv4TCP(c1Pod, a("243.1.0.5"), 64, true),
+		ipv4TCP(c1Pod, a("243.1.0.7"), 64, true),
+		ipv4TCP(c1Pod, a("243.1.0.7"), 1500, false),
+		ipv4TCP(c1Pod, a("243.1.0.99"), 64, true),
+	}}
+	if err := g.readLoop(dev); err != nil {
+		t.Fatal(err)
+	}
+	var p packet.Parsed
+	if len(tr.sent) != 1 {
+		t.Fatalf("sent %d packets to c2, want 1", len(tr.sent))
+	}
+	p.Decode(tr.sent[0])
+	if p.SrcAddr() != c1Pod || p.DstAddr() != a("10.99.0.12") || p.DstPort != 80 {
+		t.Errorf("sent %s:%d → %s:%d, want the client to the remote backend 10.99.0.12:80", p.SrcAddr(), p.SrcPort, p.DstAddr(), p.DstPort)
+	}
+	var local, tooBig int
+	for _, b := range dev.wrote {
+		p.Decode(b)
+		switch {
+		case p.Proto == packet.ProtoTCP && p.SrcAddr() == a("243.1.255.254") && p.DstAddr() == a("10.88.0.10"):
+			local++
+		case p.Proto == packet.ProtoICMPv4 && p.ICMPType == 3 && p.ICMPCode == 4 && p.DstAddr() == c1Pod:
+			var q packet.Parsed
+			if q.DecodeInner(b[p.IPHeaderLen+8:]) != packet.DropNone || q.DstAddr() != a("243.1.0.7") {
+				t.Errorf("the ICMP error quotes a packet to %s, want the VIP", q.DstAddr())
+			}
+			tooBig++
+		default:
+			t.Errorf("unexpected packet written to the device: %+v", p)
+		}
+	}
+	if local != 1 || tooBig != 1 {
+		t.Errorf("wrote %d translated packets and %d ICMP errors to the device, want 1 and 1", local, tooBig)
+	}
+	st := g.Stats()
+	if st.ClustersetIP.Drops["unknown_vip"] != 1 || st.Unattributed["too_big"] != 1 {
+		t.Errorf("drops %v and %v, want one unknown_vip and one too_big", st.ClustersetIP.Drops, st.Unattributed)
+	}
+}

@@ -102,6 +102,9 @@ const (
 	VIPDropPortsExhausted
 	// VIPDropTableFull: MaxFlows connections are tracked.
 	VIPDropTableFull
+	// VIPDropUnknownVIP: a packet to an address of the range that is
+	// neither a VIP nor the SNAT address.
+	VIPDropUnknownVIP
 
 	numVIPDropReasons
 )
@@ -117,6 +120,7 @@ var vipDropNames = [NumVIPDropReasons]string{
 	VIPDropUnsupported:    "unsupported_protocol",
 	VIPDropPortsExhausted: "ports_exhausted",
 	VIPDropTableFull:      "table_full",
+	VIPDropUnknownVIP:     "unknown_vip",
 }
 
 // String returns the snake_case name of r, or "unknown".
@@ -333,17 +337,6 @@ func (svc *csService) serves(proto uint8, port uint16) bool {
 	return false
 }
 
-// Serves reports whether a is a VIP or the SNAT address of the rules in
-// force: a packet to it belongs to Egress.
-func (c *Clusterset) Serves(p *packet.Parsed) bool {
-	s := c.rules.Load()
-	if s == nil {
-		return false
-	}
-	_, ok := s.vips[p.Dst]
-	return ok || (s.snatOK && p.Dst == s.snat)
-}
-
 // Egress translates packet b, read from the device towards a VIP or the
 // SNAT address, decoded into p; it rewrites b and p in place. A packet to a
 // VIP is the client's: a new connection gets a backend, and the destination
@@ -353,7 +346,7 @@ func (c *Clusterset) Serves(p *packet.Parsed) bool {
 func (c *Clusterset) Egress(b []byte, p *packet.Parsed) VIPVerdict {
 	s := c.rules.Load()
 	if s == nil {
-		return c.drop(VIPDropNoFlow)
+		return c.drop(VIPDropUnknownVIP)
 	}
 	now := c.clock()
 	c.maybeSweep(now)
@@ -457,7 +450,7 @@ func (c *Clusterset) touch(f *csFlow, now uint32, reply bool, flags uint8) {
 func (c *Clusterset) create(s *csRules, k *key, p *packet.Parsed, now uint32) (*csFlow, VIPDropReason) {
 	svc := s.vips[k.b]
 	if svc == nil {
-		return nil, VIPDropNoFlow
+		return nil, VIPDropUnknownVIP
 	}
 	echo := isEcho(p)
 	switch {

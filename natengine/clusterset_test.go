@@ -233,7 +233,7 @@ func TestClustersetRefusesWhatItCannotServe(t *testing.T) {
 		{"protocol not served on port", pkt{src: csClient, dst: csVIP, proto: udp, sport: 1, dport: 80}, VIPDropPortNotServed},
 		{"RST starts nothing", pkt{src: csClient, dst: csVIP, proto: tcp, sport: 1, dport: 80, flags: rst}, VIPDropNoFlow},
 		{"echo reply starts nothing", pkt{src: csClient, dst: csVIP, proto: icmp, sport: 1, dport: 1, icmpType: packet.ICMPv4EchoReply}, VIPDropNoFlow},
-		{"unknown VIP", pkt{src: csClient, dst: "243.0.0.99", proto: tcp, sport: 1, dport: 80, flags: syn}, VIPDropNoFlow},
+		{"unknown VIP", pkt{src: csClient, dst: "243.0.0.99", proto: tcp, sport: 1, dport: 80, flags: syn}, VIPDropUnknownVIP},
 		{"stray packet to the SNAT address", pkt{src: csLocal, dst: csSNAT, proto: tcp, sport: 80, dport: 5555, flags: ack}, VIPDropNoFlow},
 		{"non-first fragment", pkt{src: csClient, dst: csVIP, proto: udp, sport: 1, dport: 53, fragOff: 4}, VIPDropFragment},
 		{"SCTP", pkt{src: csClient, dst: csVIP, proto: 132}, VIPDropUnsupported},
