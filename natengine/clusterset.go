@@ -88,8 +88,9 @@ const (
 	// whose connection is up.
 	VIPDropNoBackend
 	// VIPDropNoFlow: a packet that matches no connection and may not start
-	// one: a TCP RST, an echo reply, an ICMP error, anything to the SNAT
-	// address that is not a reply.
+	// one: a TCP RST, an echo reply, an ICMP error about no connection (or
+	// whose quote does not decode), anything to the SNAT address that is
+	// not a reply.
 	VIPDropNoFlow
 	// VIPDropFragment: a non-first fragment, which carries no ports to
 	// match a connection by.
@@ -353,6 +354,9 @@ func (c *Clusterset) Egress(b []byte, p *packet.Parsed) VIPVerdict {
 	if p.FragOffset != 0 {
 		return c.drop(VIPDropFragment)
 	}
+	if isICMPError(p) {
+		return c.egressError(s, b, p, now)
+	}
 	k := key{a: p.Src, ap: p.SrcPort, b: p.Dst, bp: p.DstPort, proto: p.Proto, v6: p.Version == 6}
 	if s.snatOK && p.Dst == s.snat {
 		if !c.reverse(&k, b, p, now) {
@@ -391,6 +395,10 @@ func (c *Clusterset) Ingress(b []byte, p *packet.Parsed) {
 	if s == nil || p.FragOffset != 0 {
 		return
 	}
+	if isICMPError(p) {
+		c.reverseError(b, p, c.clock())
+		return
+	}
 	if _, ok := s.backends[p.Src]; !ok {
 		return
 	}
@@ -398,6 +406,76 @@ func (c *Clusterset) Ingress(b []byte, p *packet.Parsed) {
 	now := c.clock()
 	c.maybeSweep(now)
 	c.reverse(&k, b, p, now)
+}
+
+// ICMP errors about a connection are translated through the packet they
+// quote, as Engine's are (icmp.go): the quote is a packet of the
+// connection as its sender saw it, translated, so its reversed tuple finds
+// the connection. Errors never create or refresh a connection.
+
+// egressError translates an error read from the device: to the SNAT
+// address, a local backend's side complaining about a client's packet; to a
+// VIP, the client's side complaining about a reply.
+func (c *Clusterset) egressError(s *csRules, b []byte, p *packet.Parsed, now uint32) VIPVerdict {
+	if s.snatOK && p.Dst == s.snat {
+		if !c.reverseError(b, p, now) {
+			return c.drop(VIPDropNoFlow)
+		}
+		return VIPLocal
+	}
+	var ip packet.Parsed
+	inner, ok := quote(b, p, &ip)
+	if !ok {
+		return c.drop(VIPDropNoFlow)
+	}
+	// The quote is a reply as the client saw it: VIP → client.
+	k := key{a: ip.Dst, ap: ip.DstPort, b: ip.Src, bp: ip.SrcPort, proto: ip.Proto, v6: ip.Version == 6}
+	f, fwd := c.lookup(&k, now)
+	if f == nil || !fwd || p.Dst != f.vip {
+		return c.drop(VIPDropNoFlow)
+	}
+	packet.SetSrcAddr(inner, &ip, f.backend)
+	if f.peer == LocalPeer {
+		packet.SetDst(inner, &ip, f.snat, f.sport)
+		if p.Src == f.client {
+			packet.SetSrcAddr(b, p, f.snat)
+		}
+	}
+	packet.SetDstAddr(b, p, f.backend)
+	packet.RecomputeL4Checksum(b, p)
+	c.xlated.Add(1)
+	if f.peer == LocalPeer {
+		return VIPLocal
+	}
+	return VIPRoute
+}
+
+// reverseError translates an error, from the backend's side to the client
+// or the SNAT address, about a client's packet: the client gets it about
+// the packet it sent, to the VIP, and from the VIP when the backend sent
+// it. It reports whether the error was about a connection.
+func (c *Clusterset) reverseError(b []byte, p *packet.Parsed, now uint32) bool {
+	var ip packet.Parsed
+	inner, ok := quote(b, p, &ip)
+	if !ok {
+		return false
+	}
+	k := key{a: ip.Dst, ap: ip.DstPort, b: ip.Src, bp: ip.SrcPort, proto: ip.Proto, v6: ip.Version == 6}
+	f, fwd := c.lookup(&k, now)
+	// An error must be sent to the connection's own client side, or it
+	// could be used to reach another's.
+	if f == nil || fwd || p.Dst != f.rev.b {
+		return false
+	}
+	packet.SetSrc(inner, &ip, f.client, f.cport)
+	packet.SetDstAddr(inner, &ip, f.vip)
+	if p.Src == f.backend {
+		packet.SetSrcAddr(b, p, f.vip)
+	}
+	packet.SetDstAddr(b, p, f.client)
+	packet.RecomputeL4Checksum(b, p)
+	c.xlated.Add(1)
+	return true
 }
 
 // reverse rewrites a backend's reply, key k, back to its client and reports

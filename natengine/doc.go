@@ -64,8 +64,8 @@
 // of the connections once a second, and a lookup treats an expired
 // connection as gone, so expiry is never late. It shares Engine's
 // timeouts, TCP state tracking and port search. A packet of a known
-// connection takes one shard's read lock and allocates nothing. Non-first
-// fragments, and ICMP errors to the SNAT address, carry no ports to find a
-// connection by and are dropped (counted); ICMP errors from a remote
-// backend's cluster reach the client untranslated.
+// connection takes one shard's read lock and allocates nothing. ICMP
+// errors about a connection follow it both ways through their quote, as
+// Engine's do; non-first fragments carry no ports to find a connection by
+// and are dropped (counted).
 package natengine
