@@ -247,9 +247,6 @@ func (s *Spec) deriveClustersetIP(errs *errList, d *spec) {
 			}
 		}
 	}
-	if snat.IsValid() && snat.Is4() != cidr.Addr().Is4() {
-		errs.add("clustersetIP.snatAddress", "%s is not of clustersetIP.cidr's IP family", snat)
-	}
 	d.clusterset = &clustersetSpec{cidr: cidr}
 }
 

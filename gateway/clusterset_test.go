@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/snorkel-net/snorkel/natengine"
 	"github.com/snorkel-net/snorkel/packet"
@@ -296,5 +297,42 @@ func TestClustersetIPEgressPaths(t *testing.T) {
 	st := g.Stats()
 	if st.ClustersetIP.Drops["unknown_vip"] != 1 || st.Unattributed["too_big"] != 1 {
 		t.Errorf("drops %v and %v, want one unknown_vip and one too_big", st.ClustersetIP.Drops, st.Unattributed)
+	}
+}
+
+// TestClustersetIPBackendsFollowConnectionHealth checks what "up" means for
+// a remote backend: with probes, answered probes; without, anything but a
+// remote silent after it was heard.
+func TestClustersetIPBackendsFollowConnectionHealth(t *testing.T) {
+	g, _, _ := healthGateway(t)
+	now := time.Now()
+	p := g.set.Load().health.probers[0]
+	if g.remoteUp(0) {
+		t.Error("a probed remote counts as up before any probe was answered")
+	}
+	seq := p.next(now)
+	p.reply(seq, now)
+	if !g.remoteUp(0) {
+		t.Error("a probed remote whose probe was answered counts as down")
+	}
+	// The probe after the answered one, then five lost in a row.
+	for range 6 {
+		p.next(now)
+	}
+	if g.remoteUp(0) {
+		t.Error("a probed remote whose probes went unanswered counts as up")
+	}
+
+	plain, _ := testGateway(t)
+	if !plain.remoteUp(0) {
+		t.Error("a remote that is not probed and never heard from counts as down; nothing would ever try it")
+	}
+	c := plain.set.Load().bySlot[0].c
+	c.lastRx.Store(plain.now.Load() - connectedWindow - 1)
+	if plain.remoteUp(0) {
+		t.Error("a remote silent for longer than the connected window counts as up")
+	}
+	if plain.remoteUp(7) {
+		t.Error("a free slot counts as up")
 	}
 }
