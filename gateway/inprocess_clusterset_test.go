@@ -151,7 +151,13 @@ func waitStatus(t *testing.T, c *cluster, what string, ok func(*gateway.Clusters
 // address. The client sees the VIP as its peer both ways. Then VIPs come
 // and go while a connection to another runs on.
 func TestInProcessClustersetIP(t *testing.T) {
-	c1, c2 := startPairWith(t, transport.VXLAN, []netip.Addr{pod1}, []netip.Addr{pod2}, func(cfg1, _ *gateway.Config) {
+	for _, tr := range transport.Kinds {
+		t.Run(tr, func(t *testing.T) { testInProcessClustersetIP(t, tr) })
+	}
+}
+
+func testInProcessClustersetIP(t *testing.T, kind string) {
+	c1, c2 := startPairWith(t, kind, []netip.Addr{pod1}, []netip.Addr{pod2}, func(cfg1, _ *gateway.Config) {
 		cfg1.ClustersetIP = clustersetIP(vipRemote, vipLocal)
 	})
 	whoAmIServer(t, c2, pod2)

@@ -642,3 +642,34 @@ func FuzzClusterset(f *testing.F) {
 		}
 	})
 }
+
+func TestClustersetIPv6(t *testing.T) {
+	tc := newTestClusterset(t, ClustersetRules{
+		SNAT: ip("fd43:1::ffff"),
+		Services: []VIPService{
+			{VIP: ip("fd43::10"), Ports: []VIPPort{{tcp, 80}}, Backends: []VIPBackend{{Peer: LocalPeer, Addr: ip("fd00:96::10")}}},
+			{VIP: ip("fd43::20"), Ports: []VIPPort{{tcp, 80}}, Backends: []VIPBackend{{Peer: 0, Addr: ip("fd00:97::10")}}},
+		},
+	})
+	for _, tt := range []struct {
+		vip, backend string
+		want         VIPVerdict
+	}{
+		{"fd43::10", "fd00:96::10", VIPLocal},
+		{"fd43::20", "fd00:97::10", VIPRoute},
+	} {
+		out := pkt{src: "fd00::7", dst: tt.vip, proto: tcp, sport: 40000, dport: 80, flags: syn}
+		b, v := tc.egress(t, out)
+		s, d := tuple(t, b)
+		if v != tt.want || d != netip.AddrPortFrom(ip(tt.backend), 80) {
+			t.Fatalf("to %s: %v to %s, want %v to %s", tt.vip, v, d, tt.want, tt.backend)
+		}
+		var back []byte
+		if v == VIPLocal {
+			back, _ = tc.egress(t, out.reply(s, d))
+		} else {
+			back = tc.ingress(t, out.reply(s, d))
+		}
+		wantTuple(t, back, "["+tt.vip+"]:80", "[fd00::7]:40000")
+	}
+}
