@@ -6,6 +6,9 @@
 // whose inner source does not belong to the sending cluster, and writes the
 // rest to the device. With Globalnet, remotes are known by their global CIDRs
 // and the NAT engine (package natengine) translates every packet on the way.
+// Without it, packets to the clusterset IP range (the VIPs of MCS
+// ServiceImports) are given a backend by natengine.Clusterset first, and
+// written back to the device when that backend is local (clusterset.go).
 // With a tun.address and the remotes' healthCheckIPs, the gateway probes each
 // remote gateway through the tunnel and answers its probes (health.go).
 // On a kernel TUN the gateway fails closed: OpenTUN leaves a guard on the
@@ -414,8 +417,9 @@ type deliverScratch struct {
 }
 
 // Deliver is the ingress path: transport → anti-spoofing → (with Globalnet:
-// a destination in the global CIDR → translation) → a local destination →
-// device. It implements transport.Deliverer. Health probes and their replies
+// a destination in the global CIDR → translation; with clusterset IPs: a
+// remote backend's reply rewritten to come from its VIP) → a local
+// destination → device. It implements transport.Deliverer. Health probes and their replies
 // to the health address leave the path first, untranslated: the gateway
 // answers or matches them itself.
 func (g *Gateway) Deliver(peer int, bufs [][]byte, offset int) {
