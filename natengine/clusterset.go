@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -191,7 +192,6 @@ type csFlow struct {
 	peer     int
 	echo     bool
 	idx      int // position in Clusterset.flows; under mu
-	created  uint32
 	seen     atomic.Uint32
 	state    atomic.Uint32
 }
@@ -294,7 +294,7 @@ func compileClusterset(r ClustersetRules) (*csRules, error) {
 		if _, dup := s.vips[k]; dup || (s.snatOK && k == s.snat) {
 			return nil, fmt.Errorf("natengine: Services[%d].VIP %s is listed twice, or is the SNAT address; give every service its own VIP", i, v.VIP)
 		}
-		svc := &csService{ports: v.Ports}
+		svc := &csService{ports: slices.Clone(v.Ports)}
 		for j, b := range v.Backends {
 			if !b.Addr.IsValid() || b.Addr.Is4() != v.VIP.Is4() {
 				return nil, fmt.Errorf("natengine: Services[%d].Backends[%d].Addr %v is not an address of the VIP's family", i, j, b.Addr)
@@ -542,7 +542,7 @@ func (c *Clusterset) create(s *csRules, k *key, p *packet.Parsed, now uint32) (*
 	case !echo && !svc.serves(p.Proto, p.DstPort):
 		return nil, VIPDropPortNotServed
 	}
-	f := &csFlow{fwd: *k, vip: k.b, client: k.a, cport: k.ap, sport: k.ap, peer: LocalPeer, echo: echo, created: now}
+	f := &csFlow{fwd: *k, vip: k.b, client: k.a, cport: k.ap, sport: k.ap, peer: LocalPeer, echo: echo}
 	if svc.hasLocal && s.snatOK {
 		f.backend, f.snat = svc.local, s.snat
 	} else if !c.pickRemote(svc, f) {
