@@ -70,6 +70,12 @@ type Agent struct {
 	spec submv1.EndpointSpec
 	// found is what NAT discovery found in this term, by cluster ID.
 	found map[string]discovered
+	// seenBy is the source each remote last saw this gateway's discovery
+	// requests come from, by cluster ID: what its public IP is learned
+	// from.
+	seenBy map[string]seenSource
+	// seenSeq orders the entries of seenBy.
+	seenSeq uint64
 }
 
 // New checks cfg and prepares an Agent; nothing talks to an API server

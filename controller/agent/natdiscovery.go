@@ -97,7 +97,7 @@ func (a *Agent) runNATDiscovery(ctx context.Context) error {
 	defer c.Close()
 	defer func() {
 		a.mu.Lock()
-		a.found = nil
+		a.found, a.seenBy = nil, nil
 		a.mu.Unlock()
 	}()
 	type answer struct {
@@ -127,25 +127,24 @@ func (a *Agent) runNATDiscovery(ctx context.Context) error {
 			}
 			a.found[ans.target.Cluster] = discovered(ans)
 			a.mu.Unlock()
-			if old.target == ans.target && old.result.Addr == ans.result.Addr && old.result.NAT == ans.result.NAT {
+			if old.target == ans.target && old.result.Addr == ans.result.Addr && old.result.NAT == ans.result.NAT && old.result.Seen.Addr() == ans.result.Seen.Addr() {
 				s.pause = min(2*s.pause, rediscoverMax)
 			} else {
+				// A new answer, or a NAT that now maps this gateway to
+				// another address: look again soon.
 				s.pause = rediscoverMin
 				a.log.Info("NAT discovery", "remote", ans.target.Cluster, "using", ans.result.Addr, "nat", ans.result.NAT, "seen", ans.result.Seen)
 				wake(a.reconcileCh)
 			}
 			s.next = time.Now().Add(s.pause)
-			if ans.result.NAT {
-				// Only a remote reached across the internet sees the
-				// address this gateway has there.
-				a.learnPublicIP(ans.result.Seen)
-			}
+			a.learnPublicIP(ans.target.Cluster, ans.result)
 		}
 		now := time.Now()
 		targets := a.discoveryTargets()
 		for id := range sched {
 			if _, ok := targets[id]; !ok {
 				delete(sched, id)
+				a.forgetSeen(id)
 			}
 		}
 		next := now.Add(rediscoverMax)
@@ -189,26 +188,81 @@ func (a *Agent) discoveryTargets() map[string]natdiscovery.Target {
 	return out
 }
 
-// learnPublicIP takes seen, the source a remote saw this gateway's request
-// come from, as the gateway's public IP when it differs from the private
-// one and no public IP was given: the Endpoint is published again with it.
-func (a *Agent) learnPublicIP(seen netip.AddrPort) {
-	if a.cfg.PublicIP != "" || !seen.IsValid() {
+// seenSource is the source one remote saw this gateway's request come
+// from.
+type seenSource struct {
+	addr netip.Addr
+	// nat: the remote answered at its public address.
+	nat bool
+	// seq orders the answers: the latest wins.
+	seq uint64
+}
+
+// learnPublicIP records the source remote saw in r and publishes the public
+// IP it implies, unless one was given (--public-ip, the node annotation).
+// A source other than the private IP means a NAT between the two gateways,
+// and its address is this gateway's outside it: a remote answering at its
+// public address sees the address this gateway has on the internet, which
+// outranks one seen by a remote reached at its private address (a NAT
+// inside a private network). The latest answer wins among equals, so the
+// public IP follows a NAT that changes its address; when every remote sees
+// the private IP there is no NAT, and the learned public IP goes.
+func (a *Agent) learnPublicIP(remote string, r natdiscovery.Result) {
+	if a.cfg.PublicIP != "" || !r.Seen.IsValid() {
 		return
 	}
-	ip := seen.Addr().String()
-	if ip == a.cfg.PrivateIP {
-		ip = ""
-	}
 	a.mu.Lock()
-	changed := a.spec.PublicIP != ip && ip != ""
-	if changed {
-		a.spec.PublicIP = ip
-		a.spec.NATEnabled = natEnabled(&a.cfg, ip)
+	if a.seenBy == nil {
+		a.seenBy = map[string]seenSource{}
 	}
+	a.seenSeq++
+	a.seenBy[remote] = seenSource{addr: r.Seen.Addr(), nat: r.NAT, seq: a.seenSeq}
+	changed := a.republishLocked()
 	a.mu.Unlock()
 	if changed {
-		a.log.Info("learned this gateway's public IP from a remote gateway", "publicIP", ip)
 		wake(a.reconcileCh)
 	}
+}
+
+// forgetSeen drops what a remote that is gone saw; the public IP it taught
+// stays unless the remaining remotes tell otherwise.
+func (a *Agent) forgetSeen(remote string) {
+	a.mu.Lock()
+	delete(a.seenBy, remote)
+	changed := len(a.seenBy) > 0 && a.republishLocked()
+	a.mu.Unlock()
+	if changed {
+		wake(a.reconcileCh)
+	}
+}
+
+// republishLocked sets the Endpoint's public IP from seenBy and says
+// whether it changed.
+func (a *Agent) republishLocked() bool {
+	ip := learnedPublicIP(a.seenBy, a.cfg.PrivateIP)
+	if a.spec.PublicIP == ip {
+		return false
+	}
+	a.log.Info("learned this gateway's public IP from what remote gateways see", "publicIP", ip, "was", a.spec.PublicIP)
+	a.spec.PublicIP = ip
+	a.spec.NATEnabled = natEnabled(&a.cfg, ip)
+	return true
+}
+
+// learnedPublicIP is the public IP the sources in seen imply; empty when
+// every remote sees the private IP.
+func learnedPublicIP(seen map[string]seenSource, private string) string {
+	var best seenSource
+	for _, s := range seen {
+		if s.addr.String() == private {
+			continue
+		}
+		if !best.addr.IsValid() || s.nat && !best.nat || s.nat == best.nat && s.seq > best.seq {
+			best = s
+		}
+	}
+	if !best.addr.IsValid() {
+		return ""
+	}
+	return best.addr.String()
 }

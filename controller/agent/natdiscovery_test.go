@@ -49,13 +49,29 @@ func TestARemoteWithoutDiscoveryPortIsNotProbed(t *testing.T) {
 }
 
 func TestPublicIPIsLearnedFromWhatARemoteSees(t *testing.T) {
+	// answer is one remote's discovery answer: the source it saw, and
+	// whether it answered at its public address.
+	type answer struct {
+		remote, seen string
+		nat          bool
+	}
+	pub := func(remote, seen string) answer { return answer{remote, seen, true} }
+	priv := func(remote, seen string) answer { return answer{remote, seen, false} }
+	const own = "172.18.0.5:4490" // validConfig's private IP
 	for _, tc := range []struct {
-		name, given, seen, want string
-		nat                     bool
+		name, given string
+		answers     []answer
+		want        string
+		nat         bool
 	}{
-		{"a source across NAT becomes the public IP", "", "203.0.113.5:61000", "203.0.113.5", true},
-		{"the private IP seen means no NAT on this side", "", "172.18.0.5:4490", "", false},
-		{"--public-ip wins over what is seen", "198.51.100.5", "203.0.113.5:61000", "198.51.100.5", true},
+		{"a source seen across NAT becomes the public IP", "", []answer{pub("c2", "203.0.113.5:61000")}, "203.0.113.5", true},
+		{"a remote reached at its private IP that sees another source teaches it too", "", []answer{priv("c2", "203.0.113.5:61000")}, "203.0.113.5", true},
+		{"the private IP seen means no NAT on this side", "", []answer{pub("c2", own)}, "", false},
+		{"--public-ip wins over what is seen", "198.51.100.5", []answer{pub("c2", "203.0.113.5:61000")}, "198.51.100.5", true},
+		{"a new source replaces the learned one", "", []answer{pub("c2", "203.0.113.5:61000"), pub("c2", "203.0.113.9:61000")}, "203.0.113.9", true},
+		{"the latest of two remotes wins", "", []answer{pub("c2", "203.0.113.5:61000"), pub("c3", "203.0.113.9:4490")}, "203.0.113.9", true},
+		{"a source seen across the internet outranks one seen inside a private network", "", []answer{pub("c2", "203.0.113.5:61000"), priv("c3", "10.9.0.1:4490")}, "203.0.113.5", true},
+		{"once every remote sees the private IP the learned one goes", "", []answer{pub("c2", "203.0.113.5:61000"), pub("c2", own)}, "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := validConfig()
@@ -64,10 +80,29 @@ func TestPublicIPIsLearnedFromWhatARemoteSees(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			a.learnPublicIP(netip.MustParseAddrPort(tc.seen))
+			for _, ans := range tc.answers {
+				a.learnPublicIP(ans.remote, natdiscovery.Result{NAT: ans.nat, Seen: netip.MustParseAddrPort(ans.seen)})
+			}
 			if s := a.endpointSpec(); s.PublicIP != tc.want || s.NATEnabled != tc.nat {
 				t.Errorf("public IP %q (nat_enabled %v), want %q (%v)", s.PublicIP, s.NATEnabled, tc.want, tc.nat)
 			}
 		})
+	}
+}
+
+func TestAGoneRemoteLeavesTheLearnedPublicIPToTheOthers(t *testing.T) {
+	a, err := New(validConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.learnPublicIP("c2", natdiscovery.Result{NAT: true, Seen: netip.MustParseAddrPort("203.0.113.5:4490")})
+	a.learnPublicIP("c3", natdiscovery.Result{NAT: true, Seen: netip.MustParseAddrPort("203.0.113.9:4490")})
+	a.forgetSeen("c3")
+	if got := a.endpointSpec().PublicIP; got != "203.0.113.5" {
+		t.Errorf("after c3 left: public IP %q, want c2's 203.0.113.5", got)
+	}
+	a.forgetSeen("c2")
+	if got := a.endpointSpec().PublicIP; got != "203.0.113.5" {
+		t.Errorf("with no remote left: public IP %q, want the last learned 203.0.113.5 kept", got)
 	}
 }
