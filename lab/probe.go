@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -27,6 +28,10 @@ type Fetch struct {
 	Cluster, Pod string
 	// ClientIn, if valid, must hold the client address the server saw.
 	ClientIn netip.Prefix
+	// Bytes, if above 0, is a transfer from the server that must also
+	// arrive whole (GET /bytes): packets of full size, where a single
+	// reply fits in one.
+	Bytes int
 	// Timeout bounds each attempt (0: requestTimeout); RetryUntil all
 	// of them (0: one attempt).
 	Timeout, RetryUntil time.Duration
@@ -38,7 +43,7 @@ func (f Fetch) Run(ctx context.Context, client *http.Client) (string, error) {
 	return retry(ctx, f.RetryUntil, func(ctx context.Context) (string, error) {
 		ctx, cancel := attemptContext(ctx, f.Timeout)
 		defer cancel()
-		r, err := getWhereami(ctx, client, f.URL)
+		r, err := fetchWhereami(ctx, client, f.URL)
 		if err != nil {
 			return "", err
 		}
@@ -57,7 +62,23 @@ func (f Fetch) Run(ctx context.Context, client *http.Client) (string, error) {
 				return "", fmt.Errorf("%s saw the client as %s, want an address in %s", f.URL, client.Addr(), f.ClientIn)
 			}
 		}
-		return fmt.Sprintf("%s answered from pod %s in cluster %s, client %s", f.URL, r.Pod, r.Cluster, r.Client), nil
+		line := fmt.Sprintf("%s answered from pod %s in cluster %s, client %s", f.URL, r.Pod, r.Cluster, r.Client)
+		if f.Bytes > 0 {
+			u, err := url.Parse(f.URL)
+			if err != nil {
+				return "", err
+			}
+			u.Path, u.RawQuery = "/bytes", fmt.Sprintf("n=%d", f.Bytes)
+			body, err := httpGet(ctx, client, u.String())
+			if err != nil {
+				return "", fmt.Errorf("%s: %w", u, err)
+			}
+			if body.Len() != f.Bytes {
+				return "", fmt.Errorf("%s: %d bytes arrived, want %d", u, body.Len(), f.Bytes)
+			}
+			line += fmt.Sprintf("; %d bytes arrived", f.Bytes)
+		}
+		return line, nil
 	})
 }
 

@@ -298,29 +298,43 @@ const requestTimeout = 15 * time.Second
 
 // getWhereami asks a whereami server who it is.
 func getWhereami(ctx context.Context, c *http.Client, url string) (WhereamiReply, error) {
-	var r WhereamiReply
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	return fetchWhereami(ctx, c, url)
+}
+
+// fetchWhereami is getWhereami bounded by ctx alone.
+func fetchWhereami(ctx context.Context, c *http.Client, url string) (WhereamiReply, error) {
+	var r WhereamiReply
+	body, err := httpGet(ctx, c, url)
 	if err != nil {
 		return r, err
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return r, err
-	}
-	defer resp.Body.Close()
-	var body bytes.Buffer
-	if _, err := body.ReadFrom(resp.Body); err != nil {
-		return r, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return r, fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(body.String()))
 	}
 	if err := json.Unmarshal(body.Bytes(), &r); err != nil {
 		return r, fmt.Errorf("whereami reply %q: %w", body.String(), err)
 	}
 	return r, nil
+}
+
+// httpGet reads the body of a GET of url, an error unless it is 200 OK.
+func httpGet(ctx context.Context, c *http.Client, url string) (*bytes.Buffer, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var body bytes.Buffer
+	if _, err := body.ReadFrom(resp.Body); err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(body.String()))
+	}
+	return &body, nil
 }
 
 // clientHost returns the host part of a whereami client address.

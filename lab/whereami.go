@@ -32,8 +32,8 @@ type WhereamiReply struct {
 	Client string `json:"client"`
 }
 
-// maxBytes bounds GET /bytes.
-const maxBytes = 1 << 30
+// MaxBytes bounds GET /bytes.
+const MaxBytes = 1 << 30
 
 func (w Whereami) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
@@ -46,8 +46,8 @@ func (w Whereami) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		json.NewEncoder(rw).Encode(WhereamiReply{Pod: w.Pod, Cluster: w.Cluster, Server: server, Client: r.RemoteAddr})
 	case "/bytes":
 		n, err := strconv.Atoi(r.URL.Query().Get("n"))
-		if err != nil || n < 0 || n > maxBytes {
-			http.Error(rw, fmt.Sprintf("n must be a byte count from 0 to %d", maxBytes), http.StatusBadRequest)
+		if err != nil || n < 0 || n > MaxBytes {
+			http.Error(rw, fmt.Sprintf("n must be a byte count from 0 to %d", MaxBytes), http.StatusBadRequest)
 			return
 		}
 		rw.Header().Set("Content-Type", "application/octet-stream")

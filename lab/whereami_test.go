@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -61,5 +62,38 @@ func TestWhereami(t *testing.T) {
 		if tc.size >= 0 && (len(b) != tc.size || strings.Trim(string(b), "\x00") != "") {
 			t.Errorf("GET %s: %d bytes, want %d zero bytes", tc.path, len(b), tc.size)
 		}
+	}
+}
+
+// TestFetchBytes checks that a fetch with Bytes also takes that many bytes
+// from the server, and fails when fewer arrive.
+func TestFetchBytes(t *testing.T) {
+	w := Whereami{Pod: "c2-web-1", Cluster: "c2"}
+	short := http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/bytes" {
+			io.WriteString(rw, "only this")
+			return
+		}
+		w.ServeHTTP(rw, r)
+	})
+	for _, tc := range []struct {
+		name    string
+		handler http.Handler
+		wantErr string
+	}{
+		{"the whole transfer arrives", w, ""},
+		{"a short transfer fails the check", short, "9 bytes arrived, want 3000"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(tc.handler)
+			defer srv.Close()
+			line, err := Fetch{URL: srv.URL + "/", Cluster: "c2", Bytes: 3000}.Run(t.Context(), srv.Client())
+			switch {
+			case tc.wantErr == "" && (err != nil || !strings.HasSuffix(line, "; 3000 bytes arrived")):
+				t.Errorf("Run = %q, %v; want a line ending in the 3000 bytes", line, err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Errorf("Run = %q, %v; want an error with %q", line, err, tc.wantErr)
+			}
+		})
 	}
 }

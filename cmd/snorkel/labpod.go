@@ -18,7 +18,7 @@ import (
 )
 
 const labPodUsage = `usage: snorkel lab-pod whereami --name POD --cluster ID [--listen ADDR]
-       snorkel lab-pod fetch URL [--expect-cluster ID] [--expect-pod NAME] [--expect-client-in CIDR|IP] [--timeout D] [--retry-until D]
+       snorkel lab-pod fetch URL [--expect-cluster ID] [--expect-pod NAME] [--expect-client-in CIDR|IP] [--bytes N] [--timeout D] [--retry-until D]
        snorkel lab-pod resolve NAME [--expect-in CIDR | --expect IP] [--timeout D] [--retry-until D]`
 
 // runLabPod is `snorkel lab-pod`, the programs the labs and snorkel
@@ -66,6 +66,7 @@ func runFetch(ctx context.Context, args []string, client *http.Client, out io.Wr
 	fs.StringVar(&f.Cluster, "expect-cluster", "", "the cluster ID that must answer")
 	fs.StringVar(&f.Pod, "expect-pod", "", "the pod that must answer")
 	clientIn := fs.String("expect-client-in", "", "CIDR, or one address, the client address the server saw must be in")
+	fs.IntVar(&f.Bytes, "bytes", 0, "also fetch this many bytes from the server's /bytes, which must arrive whole")
 	fs.DurationVar(&f.Timeout, "timeout", 5*time.Second, "bound of each attempt")
 	fs.DurationVar(&f.RetryUntil, "retry-until", 0, "retry failed attempts for this long")
 	var urls []string
@@ -76,6 +77,9 @@ func runFetch(ctx context.Context, args []string, client *http.Client, out io.Wr
 		return fmt.Errorf("fetch: give one URL (got %d)", len(urls))
 	}
 	f.URL = urls[0]
+	if f.Bytes < 0 || f.Bytes > lab.MaxBytes {
+		return fmt.Errorf("fetch: --bytes %d: give 0 to %d", f.Bytes, lab.MaxBytes)
+	}
 	if *clientIn != "" {
 		p, err := parsePrefixOrAddr(*clientIn)
 		if err != nil {

@@ -46,7 +46,7 @@ func TestAPIServerAcceptsTheObjects(t *testing.T) {
 		a := Cluster{Context: "ctx-a", ID: "a", ServiceDiscovery: true, Gateway: "a-gw", Other: "a-worker"}
 		s := servers(gwPod, otherPod)
 		s.Namespace = ns
-		for j, check := range Plan(a, c, s, Kinds, time.Minute) {
+		for j, check := range Plan(a, c, s, Kinds, Tries{Retry: time.Minute, Attempt: 20 * time.Second, PacketSize: 3000}) {
 			pod := checkPod(ns, fmt.Sprintf("check-%02d", j), "snorkel:test", check)
 			if _, err := kc.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 				t.Errorf("check pod %q: %v", check.Args, err)

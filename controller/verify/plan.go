@@ -143,19 +143,47 @@ type Check struct {
 	Skip string
 }
 
+// Tries is how each check pod tries: subctl's --connection-timeout,
+// --connection-attempts and --packet-size.
+type Tries struct {
+	// Retry bounds a check's attempts together; Attempt each of them
+	// (0: lab-pod's own bound, 5 s).
+	Retry, Attempt time.Duration
+	// PacketSize, when above 0, makes each check by address also fetch
+	// that many bytes from the server, which crosses the tunnel as
+	// full-size packets (subctl sends them over TCP too).
+	PacketSize int
+}
+
+// args are the lab-pod arguments of t.
+func (t Tries) args() []string {
+	a := []string{"--retry-until=" + t.Retry.String()}
+	if t.Attempt > 0 {
+		a = append(a, "--timeout="+t.Attempt.String())
+	}
+	return a
+}
+
 // Plan is the checks of kinds from a client on each of from's nodes to
-// the servers s in to. Each check pod retries for up to retry. Under
-// Globalnet (from's GlobalCIDR is set; to's then is too) pod and
-// Service IPs overlap between clusters, so the checks by address are
-// skipped and the checks by name expect global IPs.
-func Plan(from, to Cluster, s Servers, kinds []Kind, retry time.Duration) []Check {
+// the servers s in to, each check pod trying as t says. Under Globalnet
+// (from's GlobalCIDR is set; to's then is too) pod and Service IPs overlap
+// between clusters, so the checks by address are skipped and the checks
+// by name expect global IPs.
+func Plan(from, to Cluster, s Servers, kinds []Kind, t Tries) []Check {
 	globalnet := from.GlobalCIDR.IsValid()
-	retryArg := "--retry-until=" + retry.String()
 	fetch := func(url string, expect ...string) []string {
-		return append([]string{"lab-pod", "fetch", url, retryArg, "--expect-cluster=" + to.ID}, expect...)
+		a := append([]string{"lab-pod", "fetch", url}, t.args()...)
+		return append(append(a, "--expect-cluster="+to.ID), expect...)
+	}
+	// A check by address also moves PacketSize bytes.
+	fetchBytes := func(url string, expect ...string) []string {
+		if t.PacketSize > 0 {
+			expect = append(expect, fmt.Sprintf("--bytes=%d", t.PacketSize))
+		}
+		return fetch(url, expect...)
 	}
 	resolve := func(name, expect string) []string {
-		return []string{"lab-pod", "resolve", name, retryArg, expect}
+		return append(append([]string{"lab-pod", "resolve", name}, t.args()...), expect)
 	}
 	// Without Globalnet a server sees the client pod's own address; with
 	// it, an address of from's global CIDR.
@@ -186,10 +214,10 @@ func Plan(from, to Cluster, s Servers, kinds []Kind, retry time.Duration) []Chec
 			case Connectivity:
 				for _, p := range s.Pods {
 					add("HTTP to the server pod's IP", fmt.Sprintf("pod %s %s on %s", p.Name, p.IP, p.Node),
-						fetch(url(p.IP.String(), serverPort), "--expect-pod="+p.Name, clientIn))
+						fetchBytes(url(p.IP.String(), serverPort), "--expect-pod="+p.Name, clientIn))
 				}
 				add("HTTP to the ClusterIP", "service "+s.Service+" "+s.ClusterIP.String(),
-					fetch(url(s.ClusterIP.String(), servicePort)))
+					fetchBytes(url(s.ClusterIP.String(), servicePort)))
 			case ServiceDiscovery:
 				name := s.Service + "." + s.Namespace + ".svc." + api.ClustersetDomain
 				expect := "--expect=" + s.ClusterIP.String()

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"bytes"
+	"encoding/xml"
 	"net/netip"
 	"slices"
 	"strings"
@@ -53,6 +54,7 @@ func TestPlan(t *testing.T) {
 		from, to Cluster
 		s        Servers
 		kinds    []Kind
+		tries    Tries
 		want     []string
 	}{
 		{
@@ -100,13 +102,40 @@ func TestPlan(t *testing.T) {
 			},
 		},
 		{
+			name: "a packet size makes each check by address also fetch that many bytes; the names are checked as before",
+			from: aGatewayOnly, to: b, s: servers(gwPod), kinds: Kinds, tries: Tries{PacketSize: 3000},
+			want: []string{
+				"connectivity: HTTP to the server pod's IP | a-gw | fetch http://10.2.0.5:8080/ " + r + " --expect-cluster=b --expect-pod=whereami-0 --expect-client-in=$(POD_IP) --bytes=3000",
+				"connectivity: HTTP to the ClusterIP | a-gw | fetch http://10.96.0.10:80/ " + r + " --expect-cluster=b --bytes=3000",
+				"service-discovery: DNS of the service | a-gw | resolve " + svc + " " + r + " --expect=10.96.0.10",
+				"service-discovery: HTTP to the service's name | a-gw | fetch http://" + svc + ":80/ " + r + " --expect-cluster=b",
+				"service-discovery: DNS of the pod's headless name | a-gw | resolve " + pod0 + " " + r + " --expect=10.2.0.5",
+				"service-discovery: HTTP to the pod's headless name | a-gw | fetch http://" + pod0 + ":8080/ " + r + " --expect-cluster=b --expect-pod=whereami-0 --expect-client-in=$(POD_IP)",
+			},
+		},
+		{
+			name: "connection tries bound each attempt and all of them, for every check",
+			from: aGatewayOnly, to: b, s: servers(gwPod), kinds: Kinds, tries: Tries{Retry: 2 * time.Minute, Attempt: time.Minute},
+			want: []string{
+				"connectivity: HTTP to the server pod's IP | a-gw | fetch http://10.2.0.5:8080/ --retry-until=2m0s --timeout=1m0s --expect-cluster=b --expect-pod=whereami-0 --expect-client-in=$(POD_IP)",
+				"connectivity: HTTP to the ClusterIP | a-gw | fetch http://10.96.0.10:80/ --retry-until=2m0s --timeout=1m0s --expect-cluster=b",
+				"service-discovery: DNS of the service | a-gw | resolve " + svc + " --retry-until=2m0s --timeout=1m0s --expect=10.96.0.10",
+				"service-discovery: HTTP to the service's name | a-gw | fetch http://" + svc + ":80/ --retry-until=2m0s --timeout=1m0s --expect-cluster=b",
+				"service-discovery: DNS of the pod's headless name | a-gw | resolve " + pod0 + " --retry-until=2m0s --timeout=1m0s --expect=10.2.0.5",
+				"service-discovery: HTTP to the pod's headless name | a-gw | fetch http://" + pod0 + ":8080/ --retry-until=2m0s --timeout=1m0s --expect-cluster=b --expect-pod=whereami-0 --expect-client-in=$(POD_IP)",
+			},
+		},
+		{
 			name: "without service discovery in the source, its checks are skipped",
 			from: aNoSD, to: b, s: servers(gwPod, otherPod), kinds: []Kind{ServiceDiscovery},
 			want: []string{"service-discovery: service discovery |  | skipped: service discovery is not deployed in context ctx-a"},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := rows(Plan(tc.from, tc.to, tc.s, tc.kinds, 3*time.Minute))
+			if tc.tries.Retry == 0 {
+				tc.tries.Retry = 3 * time.Minute
+			}
+			got := rows(Plan(tc.from, tc.to, tc.s, tc.kinds, tc.tries))
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("plan:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
 			}
@@ -166,5 +195,45 @@ connectivity: HTTP to each server pod's IP  a                         b         
 	if got := out.String(); !strings.Contains(got, "--- check-01 (service-discovery: DNS of the service, from a a-worker (non-gateway) to b whereami-cs.ns.svc.clusterset.local)\nsnorkel lab-pod: resolve") ||
 		strings.Contains(got, "skipped") {
 		t.Errorf("logs:\n%s", got)
+	}
+}
+
+func TestWriteJUnit(t *testing.T) {
+	results := []Result{
+		{Check: Check{Kind: Connectivity, Name: "HTTP to the ClusterIP", From: "a a-gw (gateway)", To: "b service whereami-cs 10.96.0.10"}, Pod: "check-00", Passed: true, Log: "ok\n"},
+		{Check: Check{Kind: ServiceDiscovery, Name: "DNS of the service", From: "a a-worker (non-gateway)", To: "b whereami-cs.ns.svc.clusterset.local"}, Pod: "check-01",
+			Detail: "resolve: no such host", Log: "snorkel lab-pod: resolve: <no such host>\n"},
+		{Check: Check{Kind: Connectivity, Name: "HTTP to each server pod's IP", From: "a", To: "b", Skip: "Globalnet, pod IPs overlap"}},
+	}
+	var out bytes.Buffer
+	if err := WriteJUnit(&out, "a", "b", results); err != nil {
+		t.Fatal(err)
+	}
+	want := `<?xml version="1.0" encoding="UTF-8"?>
+<testsuites tests="3" failures="1" skipped="1">
+  <testsuite name="snorkel verify a → b" tests="3" failures="1" skipped="1">
+    <testcase name="connectivity: HTTP to the ClusterIP, from a a-gw (gateway) to b service whereami-cs 10.96.0.10" classname="connectivity">
+      <system-out>ok&#xA;</system-out>
+    </testcase>
+    <testcase name="service-discovery: DNS of the service, from a a-worker (non-gateway) to b whereami-cs.ns.svc.clusterset.local" classname="service-discovery">
+      <failure message="resolve: no such host"></failure>
+      <system-out>snorkel lab-pod: resolve: &lt;no such host&gt;&#xA;</system-out>
+    </testcase>
+    <testcase name="connectivity: HTTP to each server pod&#39;s IP, from a to b" classname="connectivity">
+      <skipped message="Globalnet, pod IPs overlap"></skipped>
+    </testcase>
+  </testsuite>
+</testsuites>
+`
+	if out.String() != want {
+		t.Errorf("report:\n%s\nwant:\n%s", out.String(), want)
+	}
+	// What CI reads back: the counts and each case's outcome.
+	var back junitSuites
+	if err := xml.Unmarshal(out.Bytes(), &back); err != nil {
+		t.Fatalf("the report does not parse: %v", err)
+	}
+	if s := back.Suites[0]; len(s.Cases) != 3 || s.Cases[0].Failure != nil || s.Cases[1].Failure == nil || s.Cases[2].Skipped == nil {
+		t.Errorf("read back: %+v", back)
 	}
 }

@@ -35,9 +35,23 @@ type Options struct {
 	// Timeout bounds the wait for the servers, and each check's retries:
 	// an export takes seconds to reach the other cluster's DNS.
 	Timeout time.Duration
+	// Tries is how each check pod tries; a zero Retry is Timeout.
+	Tries Tries
+	// JUnitReport, if set, is a file the results are written to as a
+	// JUnit XML report too.
+	JUnitReport string
 	// Verbose prints every check pod's log after the table.
 	Verbose bool
 	Out     io.Writer
+}
+
+// tries is o.Tries with its default retry.
+func (o *Options) tries() Tries {
+	t := o.Tries
+	if t.Retry == 0 {
+		t.Retry = o.Timeout
+	}
+	return t
 }
 
 // ErrChecksFailed is returned when a check failed; the table says which.
@@ -106,12 +120,18 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err != nil {
 		return err
 	}
-	results, err := runChecks(ctx, from, ns, o, Plan(from.Cluster, to.Cluster, servers, o.Kinds, o.Timeout))
+	results, err := runChecks(ctx, from, ns, o, Plan(from.Cluster, to.Cluster, servers, o.Kinds, o.tries()))
 	if err != nil {
 		return err
 	}
 	if err := WriteTable(o.Out, from.ID, to.ID, results); err != nil {
 		return err
+	}
+	if o.JUnitReport != "" {
+		if err := writeJUnitFile(o.JUnitReport, from.ID, to.ID, results); err != nil {
+			return err
+		}
+		fmt.Fprintf(o.Out, "Wrote the JUnit report %s\n", o.JUnitReport)
 	}
 	if o.Verbose {
 		if err := WriteLogs(o.Out, results); err != nil {
@@ -280,7 +300,8 @@ func runChecks(ctx context.Context, from member, ns string, o Options, checks []
 		pending[name] = i
 	}
 	fmt.Fprintf(o.Out, "Running %d checks as pods in context %s on %s\n", len(pending), from.Context, nodeNames(from.Nodes()))
-	deadline := time.Now().Add(o.Timeout + podStartGrace)
+	wait := o.tries().Retry + podStartGrace
+	deadline := time.Now().Add(wait)
 	for len(pending) > 0 {
 		list, err := from.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: appLabel + "=" + appCheck})
 		if err != nil {
@@ -301,7 +322,7 @@ func runChecks(ctx context.Context, from member, ns string, o Options, checks []
 				if !expired {
 					continue
 				}
-				r.Detail = fmt.Sprintf("did not finish within %s: %s", o.Timeout+podStartGrace, podState(&p))
+				r.Detail = fmt.Sprintf("did not finish within %s: %s", wait, podState(&p))
 			}
 			delete(pending, p.Name)
 		}
