@@ -95,7 +95,7 @@ func runAgent(args []string) error {
 	reg := prometheus.NewRegistry()
 	var dp agent.Dataplane = configFile(*out)
 	if *out == "" {
-		log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("cluster", member.ClusterID)
+		log := slog.New(slog.NewTextHandler(os.Stderr, logOptions(member))).With("cluster", member.ClusterID)
 		r := gateway.NewRunner(log)
 		defer r.Close()
 		reg.MustRegister(r)
@@ -130,7 +130,7 @@ func runAgent(args []string) error {
 		Dataplane:        dp,
 		Registerer:       reg,
 		Version:          version,
-		Logger:           slog.New(slog.NewTextHandler(os.Stderr, nil)),
+		Logger:           slog.New(slog.NewTextHandler(os.Stderr, logOptions(member))),
 	})
 	if err != nil {
 		return err
@@ -140,6 +140,15 @@ func runAgent(args []string) error {
 
 // annotatedPublicIP is the public IP the node's PublicIPAnnotation sets, or
 // "" when it has none.
+// logOptions are the agent's log settings: debug level when the cluster
+// joined with --pod-debug or --ipsec-debug.
+func logOptions(member *api.AgentConfig) *slog.HandlerOptions {
+	if member.Debug {
+		return &slog.HandlerOptions{Level: slog.LevelDebug}
+	}
+	return nil
+}
+
 func annotatedPublicIP(ctx context.Context, kc kubernetes.Interface, node string) (string, error) {
 	if node == "" {
 		node, _ = os.Hostname()

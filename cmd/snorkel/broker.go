@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"path"
 	"strings"
 
 	"github.com/snorkel-net/snorkel/controller/api"
@@ -57,6 +58,9 @@ func runJoin(args []string, out io.Writer) error {
 	clusterCIDR := fs.String("clustercidr", "", "this cluster's Pod CIDRs, comma-separated (default what the cluster tells)")
 	serviceCIDR := fs.String("servicecidr", "", "this cluster's Service CIDRs, comma-separated (default what the cluster tells)")
 	fs.StringVar(&c.Member.Image, "image", deploy.ImageName+":"+version, "the Snorkel image the agent, the route agent and dnsd run; the default is the image of this binary's version")
+	repository := fs.String("repository", path.Dir(deploy.ImageName), "subctl's image repository: the image is REPOSITORY/"+path.Base(deploy.ImageName)+":VERSION, unless --image gives it whole")
+	imageVersion := fs.String("version", version, "subctl's image version: the tag of the image, with --repository")
+	imageOverride := fs.String("image-override", "", "subctl's COMPONENT=IMAGE: Snorkel runs one image for every component, so only "+snorkelComponent+"=IMAGE, the same as --image IMAGE")
 	gw := &o.Gateway
 	natt := fs.Bool("natt", true, "NAT traversal: reach other clusters' gateways at their public IPs when they are behind NAT; false connects to their private IPs only")
 	fs.IntVar(&gw.NATTPort, "nattport", api.DefaultNATTPort, "the gateway's UDP port (IPsec NAT-T, WireGuard or VXLAN), published to the other clusters")
@@ -67,6 +71,15 @@ func runJoin(args []string, out io.Writer) error {
 	customDomains := fs.String("custom-domains", "", "DNS domains dnsd also serves, and CoreDNS forwards to it, besides clusterset.local, comma-separated")
 	fs.BoolVar(&gw.AirGapped, "air-gapped", false, "the cluster reaches no service outside the clusterset: the agent learns its addresses from its node, flags, the broker and the other gateways only")
 	fs.BoolVar(&c.LabelGateway, "label-gateway", true, "label a worker node "+broker.GatewayLabel+"=true when no node is labelled")
+	fs.BoolVar(&gw.Debug, "pod-debug", false, "the agent logs at debug level (IKE's exchanges too)")
+	ipsecDebug := fs.Bool("ipsec-debug", false, "the same as --pod-debug: Snorkel's IKE logs in the agent")
+	operatorDebug := fs.Bool("operator-debug", false, "accepted as subctl takes it; changes nothing, as Snorkel has no operator (see --pod-debug)")
+	checkBrokerCert := fs.Bool("check-broker-certificate", true, "check the broker's certificate against the broker-info file's CA or the system's roots; false connects without checking (join and the agent)")
+	fs.StringVar(&c.BrokerURL, "broker-url", "", "the broker's API server, https://HOST[:PORT], instead of the broker-info file's")
+	forceUDPEncaps := fs.Bool("force-udp-encaps", false, "accepted as subctl takes it; Snorkel's ESP is always encapsulated in UDP (RFC 3948), so it changes nothing")
+	ikePort := fs.Int("ikeport", 0, "accepted as older subctl takes it; IKE shares --nattport with ESP (RFC 3948's non-ESP marker), so it changes nothing")
+	ignoreRequirements := fs.Bool("ignore-requirements", false, "accepted as subctl takes it; Snorkel's join checks no requirement it could ignore")
+	globalnet := fs.Bool("globalnet", true, "subctl's Globalnet for this cluster: it follows the broker; false is refused on a Globalnet broker")
 	fs.BoolVar(&c.NoDeploy, "no-deploy", false, "only register the cluster and store the agent's configuration and RBAC; run the agent, the route agent and dnsd yourself (kubectl apply -k deploy/kustomize/member)")
 	var files []string
 	if err := parseFlags(fs, args, &files, out); err != nil {
@@ -95,7 +108,61 @@ func runJoin(args []string, out io.Writer) error {
 		}
 	}
 	gw.CustomDomains = splitList(*customDomains)
+	gw.Debug = gw.Debug || *ipsecDebug
+	o.BrokerInsecure = !*checkBrokerCert
+	o.NoGlobalnet = !*globalnet
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if err := joinImage(&c.Member.Image, set, *repository, *imageVersion, *imageOverride); err != nil {
+		return err
+	}
+	for _, n := range []struct {
+		given bool
+		note  string
+	}{
+		{*operatorDebug, "--operator-debug changes nothing: Snorkel has no operator; --pod-debug turns on the agent's debug logs"},
+		{*forceUDPEncaps, "--force-udp-encaps changes nothing: Snorkel's ESP is always encapsulated in UDP"},
+		{set["ikeport"] && *ikePort != gw.Port(), fmt.Sprintf("--ikeport %d changes nothing: IKE shares the gateway's UDP port %d (--nattport) with ESP", *ikePort, gw.Port())},
+		{*ignoreRequirements, "--ignore-requirements changes nothing: Snorkel's join checks no requirement it could ignore"},
+	} {
+		if n.given {
+			fmt.Fprintln(out, "note: "+n.note)
+		}
+	}
 	return broker.RunJoin(c, out)
+}
+
+// snorkelComponent is the one component --image-override knows: Snorkel's
+// image runs every workload.
+const snorkelComponent = "snorkel"
+
+// joinImage sets the image the workloads run from subctl's --repository,
+// --version and --image-override, unless --image gives it; giving --image
+// with any of them is refused, as it would silently win.
+func joinImage(image *string, set map[string]bool, repository, tag, override string) error {
+	if set["image"] {
+		for _, f := range []string{"repository", "version", "image-override"} {
+			if set[f] {
+				return fmt.Errorf("--image %s and --%s both choose the image: give one of them", *image, f)
+			}
+		}
+		return nil
+	}
+	if set["image-override"] {
+		component, ref, ok := strings.Cut(override, "=")
+		if !ok || component != snorkelComponent || ref == "" {
+			return fmt.Errorf("--image-override %q: Snorkel runs one image for every component; give %s=IMAGE, e.g. %s=%s:%s", override, snorkelComponent, snorkelComponent, deploy.ImageName, version)
+		}
+		if set["repository"] || set["version"] {
+			return fmt.Errorf("--image-override %s and --repository/--version both choose the image: give one of them", override)
+		}
+		*image = ref
+		return nil
+	}
+	if set["repository"] || set["version"] {
+		*image = strings.TrimSuffix(repository, "/") + "/" + path.Base(deploy.ImageName) + ":" + tag
+	}
+	return nil
 }
 
 // parseFlags parses args, allowing positional arguments among the flags;

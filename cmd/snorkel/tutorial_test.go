@@ -79,18 +79,33 @@ func TestTutorialGlobalnet(t *testing.T) {
 
 	r = run(0, "--context", "kind-c2", "join", "broker-info.subm", "--clusterid", "c2", "--globalnet-cidr", "120.2.0.0/24",
 		"--natt=false", "--nattport", "4600", "--preferred-server", "--health-check=false", "--health-check-interval", "3", "--health-check-max-packet-loss-count", "7", "--custom-domains", "supercluster.local",
-		"--air-gapped", "--label-gateway=false")
+		"--air-gapped", "--label-gateway=false", "--pod-debug", "--repository", "quay.io/example/", "--version", "0.1",
+		"--operator-debug", "--force-udp-encaps", "--ikeport", "500", "--ignore-requirements")
 	wantLines(r.stdout,
 		"global CIDR 120.2.0.0/24",
-		"gateway: UDP port 4600, NAT traversal off, health check off, preferred server (IKE responder), air-gapped; DNS domains clusterset.local, supercluster.local",
+		"gateway: UDP port 4600, NAT traversal off, health check off, preferred server (IKE responder), air-gapped, debug logs; DNS domains clusterset.local, supercluster.local",
+		"note: --operator-debug changes nothing: Snorkel has no operator",
+		"note: --force-udp-encaps changes nothing: Snorkel's ESP is always encapsulated in UDP",
+		"note: --ikeport 500 changes nothing: IKE shares the gateway's UDP port 4600 (--nattport) with ESP",
+		"note: --ignore-requirements changes nothing",
 		"CoreDNS (kube-system/coredns) now forwards clusterset.local, supercluster.local to ",
 		"no gateway node yet: label one with `kubectl label node NODE submariner.io/gateway=true`")
 	c2, err := api.LoadAgentConfig(t.Context(), clients["c2"], api.AgentNamespace)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (api.GatewaySettings{NATTraversalOff: true, NATTPort: 4600, PreferredServer: true, HealthCheckOff: true, HealthCheckInterval: 3, HealthCheckMaxPacketLossCount: 7, CustomDomains: []string{"supercluster.local"}, AirGapped: true}); fmt.Sprint(c2.GatewaySettings) != fmt.Sprint(want) {
+	if want := (api.GatewaySettings{NATTraversalOff: true, NATTPort: 4600, PreferredServer: true, HealthCheckOff: true, HealthCheckInterval: 3, HealthCheckMaxPacketLossCount: 7, CustomDomains: []string{"supercluster.local"}, AirGapped: true, Debug: true}); fmt.Sprint(c2.GatewaySettings) != fmt.Sprint(want) {
 		t.Errorf("c2's agent configuration has %+v, want %+v", c2.GatewaySettings, want)
+	}
+	// subctl's --repository and --version name the image every workload
+	// runs.
+	for _, ds := range []string{broker.AgentDaemonSet, broker.RouteAgentDaemonSet} {
+		d, err := clients["c2"].AppsV1().DaemonSets(api.AgentNamespace).Get(t.Context(), ds, metav1.GetOptions{})
+		if err != nil {
+			t.Errorf("DaemonSet %s: %v", ds, err)
+		} else if c := d.Spec.Template.Spec.Containers[0]; c.Image != "quay.io/example/snorkel:0.1" {
+			t.Errorf("DaemonSet %s runs %s, want quay.io/example/snorkel:0.1", ds, c.Image)
+		}
 	}
 	cm, err := clients["c2"].CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(t.Context(), broker.CoreDNSConfigMap, metav1.GetOptions{})
 	if err != nil || !strings.Contains(cm.Data["Corefile"], "supercluster.local:53 {\n    forward . ") {
@@ -118,6 +133,47 @@ func TestTutorialGlobalnet(t *testing.T) {
 		r = run(1, "--context", "kind-c3", "join", "broker-info.subm", "--clusterid", "c4", "--globalnet-cidr", tc.cidr)
 		wantLines(r.stderr, "snorkel join: "+tc.want)
 	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--globalnet=false"}, "--globalnet=false: the broker has Globalnet on (120.0.0.0/8), and Snorkel does not mix clusters with and without global CIDRs"},
+		{[]string{"--image-override", "submariner-gateway=quay.io/x/gw:1"}, `--image-override "submariner-gateway=quay.io/x/gw:1": Snorkel runs one image for every component; give snorkel=IMAGE`},
+		{[]string{"--image", "quay.io/x/snorkel:1", "--version", "2"}, "--image quay.io/x/snorkel:1 and --version both choose the image: give one of them"},
+		{[]string{"--broker-url", "http://broker:6443"}, `--broker-url "http://broker:6443" is not the broker's API server URL: give https://HOST[:PORT]`},
+	} {
+		r = run(1, append([]string{"--context", "kind-c3", "join", "broker-info.subm", "--clusterid", "c3"}, tc.args...)...)
+		wantLines(r.stderr, tc.want)
+	}
+
+	// A broker-info file with another URL and a CA that did not sign the
+	// broker's certificate: --broker-url corrects the first, and only
+	// --check-broker-certificate=false gets past the second, for join and
+	// the agent.
+	info, err := broker.ReadInfoFile(filepath.Join(dir, "broker-info.subm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info.BrokerURL = "https://127.0.0.1:1"
+	info.ClientToken.Data["ca.crt"] = servers[1].CA
+	if err := info.WriteFile(filepath.Join(dir, "elsewhere.subm")); err != nil {
+		t.Fatal(err)
+	}
+	r = run(1, "--context", "kind-c3", "join", "elsewhere.subm", "--clusterid", "c3", "--broker-url", servers[0].URL)
+	wantLines(r.stderr, "neither the broker-info file's CA nor the system's roots sign: write the file again with snorkel deploy-broker, or join with --check-broker-certificate=false")
+	r = run(0, "--context", "kind-c3", "join", "elsewhere.subm", "--clusterid", "c3", "--broker-url", servers[0].URL, "--check-broker-certificate=false", "--label-gateway=false")
+	wantLines(r.stdout,
+		"broker at "+servers[0].URL+" (--broker-url; elsewhere.subm names https://127.0.0.1:1)",
+		"cluster c3 joined the broker at "+servers[0].URL,
+		"the broker's certificate is not checked (--check-broker-certificate=false), by join or by the agent")
+	c3, err := api.LoadAgentConfig(t.Context(), clients["c3"], api.AgentNamespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c3.BrokerURL != servers[0].URL || !c3.BrokerInsecure || !c3.BrokerConfig().Insecure {
+		t.Errorf("c3's agent configuration: broker %s, insecure %v; want %s without a certificate check", c3.BrokerURL, c3.BrokerInsecure, servers[0].URL)
+	}
+
 	r = run(1, "--context", "kind-c3", "join", "broker-info.subm", "--clusterid", "c3", "--nattport", "0")
 	wantLines(r.stderr, "--nattport 0 is not a UDP port")
 	r = run(1, "--context", "kind-c3", "join", "broker-info.subm", "--clusterid", "c3", "--health-check-interval", "0")

@@ -24,6 +24,9 @@ type AgentConfig struct {
 	// BrokerCA is the PEM certificate the broker's serving certificate
 	// chains to; empty means the system's roots.
 	BrokerCA []byte
+	// BrokerInsecure is --check-broker-certificate=false: the broker's
+	// certificate is not checked, as subctl's "insecure" connections.
+	BrokerInsecure bool
 	// PSK is the clusterset's pre-shared key as Submariner's gateways use
 	// it: the base64 of the broker's random key bytes.
 	PSK string
@@ -74,6 +77,9 @@ type GatewaySettings struct {
 	// the clusterset; the agent learns its addresses only from its node,
 	// its flags, the broker and the other gateways.
 	AirGapped bool
+	// Debug is --pod-debug (or --ipsec-debug): the agent logs at debug
+	// level, IKE's exchanges included.
+	Debug bool
 }
 
 // DefaultNATTPort is the gateway's UDP port when join is given no
@@ -159,12 +165,18 @@ const (
 	agentHealthLossKey       = "healthCheckMaxPacketLossCount"
 	agentCustomDomainsKey    = "customDomains"
 	agentAirGappedKey        = "airGapped"
+	agentBrokerInsecureKey   = "brokerInsecure"
+	agentDebugKey            = "debug"
 )
 
 // BrokerConfig is a client configuration for the broker with the agent's
 // credentials.
 func (c *AgentConfig) BrokerConfig() *rest.Config {
-	return BrokerRESTConfig(c.BrokerURL, c.BrokerToken, c.BrokerCA)
+	cfg := BrokerRESTConfig(c.BrokerURL, c.BrokerToken, c.BrokerCA)
+	if c.BrokerInsecure {
+		cfg.TLSClientConfig = rest.TLSClientConfig{Insecure: true}
+	}
+	return cfg
 }
 
 // BrokerRESTConfig is a client configuration for the broker at url with a
@@ -207,6 +219,8 @@ func (c *AgentConfig) SecretData() map[string][]byte {
 		agentCustomDomainsKey:    []byte(strings.Join(c.CustomDomains, ",")),
 		AgentDNSZonesKey:         []byte(strings.Join(c.DNSZones(), ",")),
 		agentAirGappedKey:        []byte(strconv.FormatBool(c.AirGapped)),
+		agentBrokerInsecureKey:   []byte(strconv.FormatBool(c.BrokerInsecure)),
+		agentDebugKey:            []byte(strconv.FormatBool(c.Debug)),
 	}
 }
 
@@ -266,6 +280,8 @@ func agentConfigFromSecret(s *corev1.Secret) (*AgentConfig, error) {
 	c.PreferredServer = boolean(agentPreferredServerKey, false)
 	c.HealthCheckOff = !boolean(agentHealthCheckKey, true)
 	c.AirGapped = boolean(agentAirGappedKey, false)
+	c.BrokerInsecure = boolean(agentBrokerInsecureKey, false)
+	c.Debug = boolean(agentDebugKey, false)
 	for _, f := range []struct {
 		key  string
 		dst  *int

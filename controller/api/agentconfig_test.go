@@ -19,11 +19,12 @@ func TestAgentConfigKeepsTheJoinFlagsThroughTheSecret(t *testing.T) {
 	c := baseAgentConfig()
 	c.NATTraversalOff, c.NATTPort, c.PreferredServer, c.HealthCheckOff, c.AirGapped = true, 4600, true, true, true
 	c.HealthCheckInterval, c.HealthCheckMaxPacketLossCount = 3, 7
+	c.BrokerInsecure, c.Debug = true, true
 	c.CustomDomains = []string{"supercluster.local", "example.org"}
 	data := c.SecretData()
 	for k, want := range map[string]string{
 		"natTraversal": "false", "nattPort": "4600", "preferredServer": "true", "healthCheck": "false", "airGapped": "true",
-		"healthCheckInterval": "3", "healthCheckMaxPacketLossCount": "7",
+		"healthCheckInterval": "3", "healthCheckMaxPacketLossCount": "7", "brokerInsecure": "true", "debug": "true",
 		"customDomains": "supercluster.local,example.org", AgentDNSZonesKey: "clusterset.local,supercluster.local,example.org",
 	} {
 		if got := string(data[k]); got != want {
@@ -38,14 +39,14 @@ func TestAgentConfigKeepsTheJoinFlagsThroughTheSecret(t *testing.T) {
 
 func TestAgentConfigFromAnOlderSecretTakesSubctlDefaults(t *testing.T) {
 	data := baseAgentConfig().SecretData()
-	for _, k := range []string{"natTraversal", "nattPort", "preferredServer", "healthCheck", "customDomains", AgentDNSZonesKey, "airGapped", "healthCheckInterval", "healthCheckMaxPacketLossCount"} {
+	for _, k := range []string{"natTraversal", "nattPort", "preferredServer", "healthCheck", "customDomains", AgentDNSZonesKey, "airGapped", "healthCheckInterval", "healthCheckMaxPacketLossCount", "brokerInsecure", "debug"} {
 		delete(data, k)
 	}
 	c, err := agentConfigFromSecret(&corev1.Secret{Data: data})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.NATTraversalOff || c.Port() != 4500 || c.PreferredServer || c.HealthCheckOff || c.AirGapped || len(c.CustomDomains) != 0 || c.HealthInterval() != 1 || c.HealthMaxPacketLoss() != 5 {
+	if c.NATTraversalOff || c.Port() != 4500 || c.PreferredServer || c.HealthCheckOff || c.AirGapped || len(c.CustomDomains) != 0 || c.HealthInterval() != 1 || c.HealthMaxPacketLoss() != 5 || c.BrokerInsecure || c.Debug {
 		t.Errorf("defaults: %+v", c)
 	}
 	if got := baseAgentConfig().SecretData(); string(got["natTraversal"]) != "true" || string(got["nattPort"]) != "4500" || string(got["healthCheck"]) != "true" || string(got[AgentDNSZonesKey]) != "clusterset.local" {
@@ -107,5 +108,17 @@ func TestValidateJoinGatewaySettingsNameTheFlag(t *testing.T) {
 	}
 	if err := ValidateCustomDomains([]string{"supercluster.local", "example.org"}); err != nil {
 		t.Error(err)
+	}
+}
+
+func TestBrokerConfigChecksTheCertificateUnlessTold(t *testing.T) {
+	c := baseAgentConfig()
+	c.BrokerCA = []byte("-----BEGIN CERTIFICATE-----")
+	if cfg := c.BrokerConfig(); cfg.Insecure || string(cfg.CAData) != string(c.BrokerCA) {
+		t.Errorf("by default: insecure %v, CA %q; want the broker's CA checked", cfg.Insecure, cfg.CAData)
+	}
+	c.BrokerInsecure = true
+	if cfg := c.BrokerConfig(); !cfg.Insecure || len(cfg.CAData) != 0 {
+		t.Errorf("--check-broker-certificate=false: insecure %v, CA %q; want no check", cfg.Insecure, cfg.CAData)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math/bits"
+	"net/url"
 	"strings"
 	"time"
 
@@ -83,6 +84,9 @@ type JoinCommand struct {
 	// LabelGateway labels a worker node as the gateway when no node is
 	// labelled (--label-gateway).
 	LabelGateway bool
+	// BrokerURL, if set, is the broker's API server instead of the one
+	// the broker information file names (--broker-url).
+	BrokerURL string
 }
 
 // RunJoin is `snorkel join`: it runs Join against the kubeconfig context,
@@ -96,6 +100,13 @@ func RunJoin(c JoinCommand, out io.Writer) error {
 	info, err := ReadInfoFile(c.InfoFile)
 	if err != nil {
 		return err
+	}
+	if c.BrokerURL != "" {
+		if err := validateBrokerURL(c.BrokerURL); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "broker at %s (--broker-url; %s names %s)\n", c.BrokerURL, c.InfoFile, info.BrokerURL)
+		info.BrokerURL = c.BrokerURL
 	}
 	cfg, err := LoadKubeconfig(c.Kubeconfig, c.Context)
 	if err != nil {
@@ -115,6 +126,9 @@ func RunJoin(c JoinCommand, out io.Writer) error {
 		ac.ClusterID, ac.BrokerURL, ac.BrokerNamespace, strings.Join(ac.ClusterCIDRs, ","), strings.Join(ac.ServiceCIDRs, ","), global, ac.CableDriver)
 	fmt.Fprintf(out, "agent configuration in Secret %s/%s, ServiceAccount %s\n", api.AgentNamespace, api.AgentSecretName, api.AgentServiceAccount)
 	printGatewaySettings(out, &ac.GatewaySettings)
+	if ac.BrokerInsecure {
+		fmt.Fprintln(out, "the broker's certificate is not checked (--check-broker-certificate=false), by join or by the agent")
+	}
 	if c.LabelGateway {
 		kc, err := kubernetes.NewForConfig(cfg)
 		if err != nil {
@@ -155,6 +169,9 @@ func printGatewaySettings(out io.Writer, s *api.GatewaySettings) {
 	fmt.Fprintf(out, "gateway: UDP port %d, NAT traversal %s, health check %s, %s", s.Port(), onOff[!s.NATTraversalOff], health, role)
 	if s.AirGapped {
 		fmt.Fprint(out, ", air-gapped")
+	}
+	if s.Debug {
+		fmt.Fprint(out, ", debug logs")
 	}
 	fmt.Fprintf(out, "; DNS domains %s\n", strings.Join(s.DNSZones(), ", "))
 }
@@ -204,4 +221,14 @@ func LoadKubeconfig(path, kubeContext string) (*rest.Config, error) {
 		cfg.QPS, cfg.Burst = 50, 100
 	}
 	return cfg, nil
+}
+
+// validateBrokerURL checks --broker-url: an https URL of a host, as the
+// agent dials it.
+func validateBrokerURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme != "https" || u.Host == "" || (u.Path != "" && u.Path != "/") {
+		return fmt.Errorf("--broker-url %q is not the broker's API server URL: give https://HOST[:PORT], e.g. https://broker.example.com:6443", s)
+	}
+	return nil
 }

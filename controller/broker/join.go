@@ -49,6 +49,14 @@ type JoinOptions struct {
 	// --preferred-server, --health-check, --custom-domains and
 	// --air-gapped, which the agent configuration keeps.
 	Gateway api.GatewaySettings
+	// BrokerInsecure is --check-broker-certificate=false: join and the
+	// agent do not check the broker's certificate.
+	BrokerInsecure bool
+	// NoGlobalnet is --globalnet=false, subctl's way to keep one cluster
+	// of a Globalnet clusterset out of Globalnet. Snorkel does not mix
+	// clusters with and without global CIDRs in one clusterset: join
+	// refuses it on a Globalnet broker, and it changes nothing on another.
+	NoGlobalnet bool
 }
 
 // Join makes the cluster member reaches a member of the clusterset info
@@ -79,7 +87,7 @@ func Join(ctx context.Context, member *rest.Config, info *Info, o JoinOptions) (
 	if req.pods, req.svcs, err = memberCIDRs(ctx, mkc, req.pods, req.svcs); err != nil {
 		return nil, err
 	}
-	bcfg, err := connectBroker(ctx, info, member.Dial)
+	bcfg, err := connectBroker(ctx, info, member.Dial, o.BrokerInsecure)
 	if err != nil {
 		return nil, err
 	}
@@ -93,6 +101,7 @@ func Join(ctx context.Context, member *rest.Config, info *Info, o JoinOptions) (
 		BrokerNamespace:  info.Namespace(),
 		BrokerToken:      bcfg.BearerToken,
 		BrokerCA:         bcfg.CAData,
+		BrokerInsecure:   o.BrokerInsecure,
 		PSK:              info.PSK(),
 		CableDriver:      req.driver,
 		ClusterCIDRs:     spec.ClusterCIDR,
@@ -119,14 +128,15 @@ type joinRequest struct {
 	// global is the requested global CIDR; invalid if none.
 	global netip.Prefix
 	// globalSize is the requested number of global IPs; 0 if none.
-	globalSize uint64
+	globalSize  uint64
+	noGlobalnet bool
 }
 
 func (o JoinOptions) parse() (*joinRequest, error) {
 	if err := api.ValidateClusterID(o.ClusterID); err != nil {
 		return nil, err
 	}
-	r := &joinRequest{id: o.ClusterID, globalSize: o.GlobalnetClusterSize}
+	r := &joinRequest{id: o.ClusterID, globalSize: o.GlobalnetClusterSize, noGlobalnet: o.NoGlobalnet}
 	var err error
 	if r.driver, err = api.NormalizeCableDriver(o.CableDriver); err != nil {
 		return nil, err
@@ -187,6 +197,9 @@ func register(ctx context.Context, bcfg *rest.Config, ns, uid string, req *joinR
 	g, _, err := readGlobalnet(ctx, bkc, ns)
 	if err != nil {
 		return spec, netip.Prefix{}, err
+	}
+	if g.Enabled && req.noGlobalnet {
+		return spec, netip.Prefix{}, fmt.Errorf("--globalnet=false: the broker has Globalnet on (%s), and Snorkel does not mix clusters with and without global CIDRs in one clusterset; leave the flag out, or deploy a broker without --globalnet", g.Range)
 	}
 	if _, err := precheckGlobalCIDR(g, req.id, req.global, req.globalSize); err != nil {
 		return spec, netip.Prefix{}, err
@@ -268,10 +281,19 @@ func memberCIDRs(ctx context.Context, kc kubernetes.Interface, pods, svcs []neti
 // configuration that works: trusting info's CA, or, if the broker's
 // certificate is signed by another (a public CA), the system's roots. The
 // broker is dialled with dial when it is set: the member's, since both are
-// reached from the same place (a lab's network namespace, say).
-func connectBroker(ctx context.Context, info *Info, dial func(ctx context.Context, network, addr string) (net.Conn, error)) (*rest.Config, error) {
+// reached from the same place (a lab's network namespace, say). With
+// insecure, the certificate is not checked at all.
+func connectBroker(ctx context.Context, info *Info, dial func(ctx context.Context, network, addr string) (net.Conn, error), insecure bool) (*rest.Config, error) {
 	cfg := info.RESTConfig()
 	cfg.Dial = dial
+	if insecure {
+		cfg = (&api.AgentConfig{BrokerURL: info.BrokerURL, BrokerToken: info.Token(), BrokerInsecure: true}).BrokerConfig()
+		cfg.Dial = dial
+		if err := probeBroker(ctx, cfg, info.Namespace()); err != nil {
+			return nil, fmt.Errorf("cannot reach the broker at %s (brokerURL in the broker-info file, or --broker-url), even without checking its certificate: %w", info.BrokerURL, err)
+		}
+		return cfg, nil
+	}
 	err := probeBroker(ctx, cfg, info.Namespace())
 	if err != nil && len(cfg.CAData) > 0 && isUnknownAuthority(err) {
 		system := api.BrokerRESTConfig(info.BrokerURL, info.Token(), nil)
@@ -288,7 +310,10 @@ func connectBroker(ctx context.Context, info *Info, dial func(ctx context.Contex
 	case apierrors.IsForbidden(err):
 		return nil, fmt.Errorf("the broker-info file's token may not read Clusters in namespace %q of the broker at %s: run `snorkel deploy-broker` again to restore its Role: %w", info.Namespace(), info.BrokerURL, err)
 	default:
-		return nil, fmt.Errorf("cannot reach the broker at %s (brokerURL in the broker-info file): %w", info.BrokerURL, err)
+		if isUnknownAuthority(err) {
+			return nil, fmt.Errorf("the broker at %s has a certificate that neither the broker-info file's CA nor the system's roots sign: write the file again with snorkel deploy-broker, or join with --check-broker-certificate=false to skip the check: %w", info.BrokerURL, err)
+		}
+		return nil, fmt.Errorf("cannot reach the broker at %s (brokerURL in the broker-info file, or --broker-url): %w", info.BrokerURL, err)
 	}
 }
 
