@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"os/signal"
@@ -80,6 +82,12 @@ func runAgent(args []string) error {
 			return err
 		}
 	}
+	if *publicIP == "" && member.LoadBalancer {
+		logger := slog.New(slog.NewTextHandler(os.Stderr, logOptions(member)))
+		if *publicIP, err = loadBalancerIP(ctx, kc, *namespace, net.DefaultResolver, logger); err != nil {
+			return err
+		}
+	}
 	var backend map[string]string
 	gw := gateway.Spec{TUN: gateway.TUNSpec{Name: *tunName}}
 	if member.CableDriver == transport.WireGuard {
@@ -140,6 +148,51 @@ func runAgent(args []string) error {
 
 // annotatedPublicIP is the public IP the node's PublicIPAnnotation sets, or
 // "" when it has none.
+// loadBalancerPoll is how often the agent looks for the load balancer's
+// address while the cloud has not given it one.
+const loadBalancerPoll = 2 * time.Second
+
+// loadBalancerIP waits for the ingress address of the gateway's load
+// balancer (join --load-balancer), the public IP a gateway behind it
+// publishes, as Submariner's lb: resolver reads it: an IP, or a host name
+// resolved to its first IPv4 address.
+func loadBalancerIP(ctx context.Context, kc kubernetes.Interface, namespace string, resolver *net.Resolver, log *slog.Logger) (string, error) {
+	t := time.NewTicker(loadBalancerPoll)
+	defer t.Stop()
+	for waited := 0; ; waited++ {
+		svc, err := kc.CoreV1().Services(namespace).Get(ctx, api.GatewayLoadBalancer, metav1.GetOptions{})
+		if err == nil {
+			for _, in := range svc.Status.LoadBalancer.Ingress {
+				if a, err := netip.ParseAddr(in.IP); err == nil && a.Is4() {
+					log.Info("the gateway's public IP is its load balancer's", "service", namespace+"/"+api.GatewayLoadBalancer, "publicIP", a)
+					return a.String(), nil
+				}
+				if in.Hostname == "" {
+					continue
+				}
+				addrs, rerr := resolver.LookupNetIP(ctx, "ip4", in.Hostname)
+				if rerr == nil && len(addrs) > 0 {
+					a := addrs[0].Unmap()
+					log.Info("the gateway's public IP is its load balancer's", "service", namespace+"/"+api.GatewayLoadBalancer, "hostname", in.Hostname, "publicIP", a)
+					return a.String(), nil
+				}
+				err = fmt.Errorf("its ingress host name %s: %w", in.Hostname, rerr)
+			}
+		}
+		if err == nil {
+			err = errors.New("the cloud has given it no ingress address yet")
+		}
+		if waited%15 == 0 {
+			log.Warn("waiting for the gateway's load balancer (the cluster joined with --load-balancer); pass --public-ip to skip it", "service", namespace+"/"+api.GatewayLoadBalancer, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("no public IP from the load balancer %s/%s: %w", namespace, api.GatewayLoadBalancer, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
 // logOptions are the agent's log settings: debug level when the cluster
 // joined with --pod-debug or --ipsec-debug.
 func logOptions(member *api.AgentConfig) *slog.HandlerOptions {

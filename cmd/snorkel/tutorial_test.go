@@ -77,6 +77,27 @@ func TestTutorialGlobalnet(t *testing.T) {
 		"labelled node c1-worker as the gateway (submariner.io/gateway=true)",
 		"gateway nodes: c1-worker")
 
+	// subctl's --load-balancer: a Service of type LoadBalancer in front of
+	// the gateway's two UDP ports; joining again without it removes it.
+	r = run(0, "--context", "kind-c1", "join", "broker-info.subm", "--clusterid", "c1", "--load-balancer")
+	wantLines(r.stdout, "load balancer: Service submariner-operator/submariner-gateway (type LoadBalancer, UDP 4500 and 4490) in front of the gateways")
+	lb, err := clients["c1"].CoreV1().Services(api.AgentNamespace).Get(t.Context(), api.GatewayLoadBalancer, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lb.Spec.Type != corev1.ServiceTypeLoadBalancer || lb.Spec.ExternalTrafficPolicy != corev1.ServiceExternalTrafficPolicyLocal ||
+		lb.Spec.Selector["app.kubernetes.io/name"] != broker.AgentDaemonSet || len(lb.Spec.Ports) != 2 ||
+		lb.Spec.Ports[0].Protocol != corev1.ProtocolUDP || lb.Spec.Ports[0].Port != 4500 || lb.Spec.Ports[1].Port != 4490 {
+		t.Errorf("the gateway's load balancer: %+v", lb.Spec)
+	}
+	if c1, err := api.LoadAgentConfig(t.Context(), clients["c1"], api.AgentNamespace); err != nil || !c1.LoadBalancer {
+		t.Errorf("c1's agent configuration does not say --load-balancer: %v", err)
+	}
+	run(0, "--context", "kind-c1", "join", "broker-info.subm", "--clusterid", "c1")
+	if _, err := clients["c1"].CoreV1().Services(api.AgentNamespace).Get(t.Context(), api.GatewayLoadBalancer, metav1.GetOptions{}); err == nil {
+		t.Error("joining again without --load-balancer left the load balancer")
+	}
+
 	r = run(0, "--context", "kind-c2", "join", "broker-info.subm", "--clusterid", "c2", "--globalnet-cidr", "120.2.0.0/24",
 		"--natt=false", "--nattport", "4600", "--preferred-server", "--health-check=false", "--health-check-interval", "3", "--health-check-max-packet-loss-count", "7", "--custom-domains", "supercluster.local",
 		"--air-gapped", "--label-gateway=false", "--pod-debug", "--repository", "quay.io/example/", "--version", "0.1",

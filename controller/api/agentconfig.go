@@ -80,7 +80,15 @@ type GatewaySettings struct {
 	// Debug is --pod-debug (or --ipsec-debug): the agent logs at debug
 	// level, IKE's exchanges included.
 	Debug bool
+	// LoadBalancer is --load-balancer: a Service of type LoadBalancer
+	// (GatewayLoadBalancer) carries the gateway's UDP ports, and its
+	// ingress address is the gateway's public IP.
+	LoadBalancer bool
 }
+
+// GatewayLoadBalancer names the Service in AgentNamespace that join
+// --load-balancer puts in front of the gateways, as Submariner names it.
+const GatewayLoadBalancer = "submariner-gateway"
 
 // DefaultNATTPort is the gateway's UDP port when join is given no
 // --nattport, as subctl's.
@@ -167,6 +175,7 @@ const (
 	agentAirGappedKey        = "airGapped"
 	agentBrokerInsecureKey   = "brokerInsecure"
 	agentDebugKey            = "debug"
+	agentLoadBalancerKey     = "loadBalancer"
 )
 
 // BrokerConfig is a client configuration for the broker with the agent's
@@ -221,6 +230,7 @@ func (c *AgentConfig) SecretData() map[string][]byte {
 		agentAirGappedKey:        []byte(strconv.FormatBool(c.AirGapped)),
 		agentBrokerInsecureKey:   []byte(strconv.FormatBool(c.BrokerInsecure)),
 		agentDebugKey:            []byte(strconv.FormatBool(c.Debug)),
+		agentLoadBalancerKey:     []byte(strconv.FormatBool(c.LoadBalancer)),
 	}
 }
 
@@ -282,6 +292,7 @@ func agentConfigFromSecret(s *corev1.Secret) (*AgentConfig, error) {
 	c.AirGapped = boolean(agentAirGappedKey, false)
 	c.BrokerInsecure = boolean(agentBrokerInsecureKey, false)
 	c.Debug = boolean(agentDebugKey, false)
+	c.LoadBalancer = boolean(agentLoadBalancerKey, false)
 	for _, f := range []struct {
 		key  string
 		dst  *int

@@ -19,12 +19,12 @@ func TestAgentConfigKeepsTheJoinFlagsThroughTheSecret(t *testing.T) {
 	c := baseAgentConfig()
 	c.NATTraversalOff, c.NATTPort, c.PreferredServer, c.HealthCheckOff, c.AirGapped = true, 4600, true, true, true
 	c.HealthCheckInterval, c.HealthCheckMaxPacketLossCount = 3, 7
-	c.BrokerInsecure, c.Debug = true, true
+	c.BrokerInsecure, c.Debug, c.LoadBalancer = true, true, true
 	c.CustomDomains = []string{"supercluster.local", "example.org"}
 	data := c.SecretData()
 	for k, want := range map[string]string{
 		"natTraversal": "false", "nattPort": "4600", "preferredServer": "true", "healthCheck": "false", "airGapped": "true",
-		"healthCheckInterval": "3", "healthCheckMaxPacketLossCount": "7", "brokerInsecure": "true", "debug": "true",
+		"healthCheckInterval": "3", "healthCheckMaxPacketLossCount": "7", "brokerInsecure": "true", "debug": "true", "loadBalancer": "true",
 		"customDomains": "supercluster.local,example.org", AgentDNSZonesKey: "clusterset.local,supercluster.local,example.org",
 	} {
 		if got := string(data[k]); got != want {
@@ -39,14 +39,14 @@ func TestAgentConfigKeepsTheJoinFlagsThroughTheSecret(t *testing.T) {
 
 func TestAgentConfigFromAnOlderSecretTakesSubctlDefaults(t *testing.T) {
 	data := baseAgentConfig().SecretData()
-	for _, k := range []string{"natTraversal", "nattPort", "preferredServer", "healthCheck", "customDomains", AgentDNSZonesKey, "airGapped", "healthCheckInterval", "healthCheckMaxPacketLossCount", "brokerInsecure", "debug"} {
+	for _, k := range []string{"natTraversal", "nattPort", "preferredServer", "healthCheck", "customDomains", AgentDNSZonesKey, "airGapped", "healthCheckInterval", "healthCheckMaxPacketLossCount", "brokerInsecure", "debug", "loadBalancer"} {
 		delete(data, k)
 	}
 	c, err := agentConfigFromSecret(&corev1.Secret{Data: data})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.NATTraversalOff || c.Port() != 4500 || c.PreferredServer || c.HealthCheckOff || c.AirGapped || len(c.CustomDomains) != 0 || c.HealthInterval() != 1 || c.HealthMaxPacketLoss() != 5 || c.BrokerInsecure || c.Debug {
+	if c.NATTraversalOff || c.Port() != 4500 || c.PreferredServer || c.HealthCheckOff || c.AirGapped || len(c.CustomDomains) != 0 || c.HealthInterval() != 1 || c.HealthMaxPacketLoss() != 5 || c.BrokerInsecure || c.Debug || c.LoadBalancer {
 		t.Errorf("defaults: %+v", c)
 	}
 	if got := baseAgentConfig().SecretData(); string(got["natTraversal"]) != "true" || string(got["nattPort"]) != "4500" || string(got["healthCheck"]) != "true" || string(got[AgentDNSZonesKey]) != "clusterset.local" {

@@ -191,6 +191,10 @@ func printMemberDeployment(out io.Writer, d *MemberDeployment) {
 		fmt.Fprintf(out, "no ConfigMap %s/%s: make the cluster's DNS forward %s to %s, e.g. with this Corefile section:\n%s",
 			metav1.NamespaceSystem, CoreDNSConfigMap, zones, d.DNSAddress, d.Stanza)
 	}
+	if len(d.LoadBalancerPorts) > 0 {
+		fmt.Fprintf(out, "load balancer: Service %s/%s (type LoadBalancer, UDP %d and %d) in front of the gateways; the agent publishes its ingress address as the public IP\n",
+			api.AgentNamespace, api.GatewayLoadBalancer, d.LoadBalancerPorts[0], d.LoadBalancerPorts[1])
+	}
 	if len(d.GatewayNodes) == 0 {
 		fmt.Fprintf(out, "no gateway node yet: label one with `kubectl label node NODE %s=true`\n", GatewayLabel)
 	} else {

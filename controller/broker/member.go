@@ -5,12 +5,16 @@ import (
 	"fmt"
 	"slices"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/snorkel-net/snorkel/controller/api"
+	"github.com/snorkel-net/snorkel/controller/natdiscovery"
 	"github.com/snorkel-net/snorkel/deploy"
 )
 
@@ -56,6 +60,9 @@ type MemberDeployment struct {
 	// GatewayNodes are the nodes labelled GatewayLabel=true, where the
 	// agent runs; none means no gateway yet.
 	GatewayNodes []string
+	// LoadBalancerPorts are the UDP ports of api.GatewayLoadBalancer when
+	// the cluster joined with --load-balancer; none without.
+	LoadBalancerPorts []int32
 }
 
 // DeployMember runs Snorkel in a cluster Join set up: the agent DaemonSet
@@ -103,7 +110,62 @@ func DeployMember(ctx context.Context, member *rest.Config, o MemberOptions) (*M
 	if d.GatewayNodes, err = gatewayNodes(ctx, kc); err != nil {
 		return nil, err
 	}
+	if d.LoadBalancerPorts, err = applyGatewayLoadBalancer(ctx, kc, cfg); err != nil {
+		return nil, err
+	}
 	return d, nil
+}
+
+// applyGatewayLoadBalancer puts a Service of type LoadBalancer in front of
+// the agents' UDP ports, the gateway's and NAT discovery's, when the
+// cluster joined with --load-balancer, and removes it when it did not.
+// The agents run on the host network, so the ports are the node's; the
+// external traffic policy Local keeps the sources the gateways see, which
+// NAT discovery reports and the tunnels authenticate.
+func applyGatewayLoadBalancer(ctx context.Context, kc kubernetes.Interface, cfg *api.AgentConfig) ([]int32, error) {
+	services := kc.CoreV1().Services(api.AgentNamespace)
+	if !cfg.LoadBalancer {
+		err := services.Delete(ctx, api.GatewayLoadBalancer, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("removing the gateway's load balancer %s/%s (the cluster joined without --load-balancer): %w", api.AgentNamespace, api.GatewayLoadBalancer, err)
+		}
+		return nil, nil
+	}
+	ports := []corev1.ServicePort{
+		{Name: "cable-encaps", Protocol: corev1.ProtocolUDP, Port: int32(cfg.Port()), TargetPort: intstr.FromInt32(int32(cfg.Port()))},
+		{Name: "natt-discovery", Protocol: corev1.ProtocolUDP, Port: natdiscovery.DefaultPort, TargetPort: intstr.FromInt32(natdiscovery.DefaultPort)},
+	}
+	want := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: api.GatewayLoadBalancer, Namespace: api.AgentNamespace,
+			Labels: map[string]string{"app.kubernetes.io/name": AgentDaemonSet, "app.kubernetes.io/part-of": "snorkel"}},
+		Spec: corev1.ServiceSpec{
+			Type:                  corev1.ServiceTypeLoadBalancer,
+			Selector:              map[string]string{"app.kubernetes.io/name": AgentDaemonSet},
+			ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal,
+			Ports:                 ports,
+		},
+	}
+	have, err := services.Get(ctx, api.GatewayLoadBalancer, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		_, err = services.Create(ctx, want, metav1.CreateOptions{})
+	case err == nil:
+		// Keep what the API server and the cloud set: the node ports, the
+		// ClusterIP and the status.
+		for i := range ports {
+			for _, p := range have.Spec.Ports {
+				if p.Name == ports[i].Name && p.Protocol == ports[i].Protocol {
+					ports[i].NodePort = p.NodePort
+				}
+			}
+		}
+		have.Spec.Type, have.Spec.Selector, have.Spec.ExternalTrafficPolicy, have.Spec.Ports = want.Spec.Type, want.Spec.Selector, want.Spec.ExternalTrafficPolicy, ports
+		_, err = services.Update(ctx, have, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the gateway's load balancer %s/%s: %w", api.AgentNamespace, api.GatewayLoadBalancer, err)
+	}
+	return []int32{ports[0].Port, ports[1].Port}, nil
 }
 
 // memberWorkloads are the member manifests DeployMember applies: all but
