@@ -18,7 +18,8 @@ import (
 const (
 	deployBrokerUsage = "set up a broker cluster: snorkel deploy-broker [--kubeconfig F] [--context C] [--globalnet] [--namespace NS] [--out broker-info.subm]"
 	joinUsage         = "join a cluster to a broker and run Snorkel in it: snorkel join broker-info.subm --clusterid ID [--kubeconfig F] [--context C] [--cable-driver esp|wireguard|vxlan] " +
-		"[--globalnet-cidr CIDR | --globalnet-cluster-size N] [--natt=false] [--nattport 4500] [--preferred-server] [--label-gateway=false] [--health-check=false] [--health-check-interval 1] [--health-check-max-packet-loss-count 5] [--custom-domains D1,D2] [--air-gapped] [--image REF] [--no-deploy]"
+		"[--globalnet-cidr CIDR | --globalnet-cluster-size N] [--natt=false] [--nattport 4500] [--preferred-server] [--label-gateway=false] [--health-check=false] [--health-check-interval 1] [--health-check-max-packet-loss-count 5] [--custom-domains D1,D2] [--air-gapped] " +
+		"[--load-balancer] [--pod-debug] [--broker-url URL] [--check-broker-certificate=false] [--image REF | --repository R --version V | --image-override snorkel=REF] [--no-deploy]"
 )
 
 // runDeployBroker is `snorkel deploy-broker`: it parses args into a
@@ -150,9 +151,9 @@ func joinImage(image *string, set map[string]bool, repository, tag, override str
 		return nil
 	}
 	if set["image-override"] {
-		component, ref, ok := strings.Cut(override, "=")
-		if !ok || component != snorkelComponent || ref == "" {
-			return fmt.Errorf("--image-override %q: Snorkel runs one image for every component; give %s=IMAGE, e.g. %s=%s:%s", override, snorkelComponent, snorkelComponent, deploy.ImageName, version)
+		ref, err := imageOverride(override)
+		if err != nil {
+			return err
 		}
 		if set["repository"] || set["version"] {
 			return fmt.Errorf("--image-override %s and --repository/--version both choose the image: give one of them", override)
@@ -206,4 +207,14 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// imageOverride reads subctl's --image-override COMPONENT=IMAGE, where the
+// one component is Snorkel's image.
+func imageOverride(override string) (string, error) {
+	component, ref, ok := strings.Cut(override, "=")
+	if !ok || component != snorkelComponent || ref == "" {
+		return "", fmt.Errorf("--image-override %q: Snorkel runs one image for every component; give %s=IMAGE, e.g. %s=%s:%s", override, snorkelComponent, snorkelComponent, deploy.ImageName, version)
+	}
+	return ref, nil
 }

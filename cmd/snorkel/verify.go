@@ -44,6 +44,7 @@ func runVerify(args []string, out io.Writer) error {
 	connTimeout := fs.Uint("connection-timeout", 0, fmt.Sprintf("seconds each attempt of a check may take (1 to 3600); with it or --connection-attempts a check retries for their product instead of --timeout (subctl's defaults: %d s, %d attempts)", subctlConnTimeout, subctlConnAttempts))
 	connAttempts := fs.Uint("connection-attempts", 0, "attempts of each check, each up to --connection-timeout (1 to 100)")
 	fs.IntVar(&o.Tries.PacketSize, "packet-size", 3000, fmt.Sprintf("bytes each check by address also fetches from the server, which cross the tunnel in full-size packets (0 for none, at most %d)", maxPacketSize))
+	override := fs.String("image-override", "", "subctl's COMPONENT=IMAGE: Snorkel's pods run one image, so only snorkel=IMAGE, the same as --image IMAGE")
 	fs.StringVar(&o.JUnitReport, "junit-report", "", "also write the results to this file as a JUnit XML report, for CI")
 	fs.BoolVar(&o.Verbose, "verbose", false, "print every check pod's log after the table")
 	disruptive := fs.Bool("disruptive-tests", false, "accepted as subctl takes it; changes nothing, as Snorkel runs no disruptive verification (gateway-failover)")
@@ -57,6 +58,16 @@ func runVerify(args []string, out io.Writer) error {
 	}
 	if err := connectionTries(&o.Tries, set, *connTimeout, *connAttempts); err != nil {
 		return err
+	}
+	if set["image-override"] {
+		if set["image"] {
+			return fmt.Errorf("--image %s and --image-override %s both choose the image: give one of them", o.Image, *override)
+		}
+		ref, err := imageOverride(*override)
+		if err != nil {
+			return err
+		}
+		o.Image = ref
 	}
 	switch {
 	case toContext == "":

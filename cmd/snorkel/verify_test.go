@@ -35,6 +35,8 @@ func TestVerifyRefusesWhatItCannotDo(t *testing.T) {
 		{"a connection timeout of nothing", []string{"--tocontext", "c2", "--connection-timeout", "0"}, "--connection-timeout 0: give 1 to 3600 seconds"},
 		{"no connection attempt", []string{"--tocontext", "c2", "--connection-attempts", "0"}, "--connection-attempts 0: give 1 to 100"},
 		{"a JUnit report in no directory", []string{"--tocontext", "c2", "--junit-report", "/nonexistent/report.xml"}, "--junit-report /nonexistent/report.xml: its directory /nonexistent does not exist"},
+		{"an image override of another component", []string{"--tocontext", "c2", "--image-override", "submariner-nettest=quay.io/x/nettest:1"}, `--image-override "submariner-nettest=quay.io/x/nettest:1": Snorkel runs one image for every component; give snorkel=IMAGE`},
+		{"an image given twice", []string{"--tocontext", "c2", "--image", "a/snorkel:1", "--image-override", "snorkel=b/snorkel:2"}, "--image a/snorkel:1 and --image-override snorkel=b/snorkel:2 both choose the image"},
 		{"no current context", []string{"--kubeconfig", kubeconfig, "--tocontext", "c1"}, "--context: --kubeconfig " + kubeconfig + " has no current context"},
 		{"an unknown target context", []string{"--kubeconfig", kubeconfig, "--context", "c1", "--tocontext", "c2"}, `--tocontext: no context named "c2"`},
 		{"an unreachable cluster", []string{"--kubeconfig", kubeconfig, "--context", "c1", "--tocontext", "c1"}, `cannot reach context "c1" at https://127.0.0.1:1`},
