@@ -72,6 +72,7 @@ func runJoin(args []string, out io.Writer) error {
 	customDomains := fs.String("custom-domains", "", "DNS domains dnsd also serves, and CoreDNS forwards to it, besides clusterset.local, comma-separated")
 	fs.BoolVar(&gw.AirGapped, "air-gapped", false, "the cluster reaches no service outside the clusterset: the agent learns its addresses from its node, flags, the broker and the other gateways only")
 	fs.BoolVar(&c.LabelGateway, "label-gateway", true, "label a worker node "+broker.GatewayLabel+"=true when no node is labelled")
+	customCoreDNS := fs.String("coredns-custom-configmap", "", "[NAMESPACE/]NAME of the ConfigMap the cluster's CoreDNS imports server blocks from (e.g. AKS's coredns-custom; namespace default kube-system): the forwards to dnsd go there, under lighthouse.server, instead of into the Corefile")
 	fs.BoolVar(&gw.LoadBalancer, "load-balancer", false, "put a Service of type LoadBalancer ("+api.GatewayLoadBalancer+") in front of the gateway's UDP ports; the agent publishes its ingress address as the public IP")
 	fs.BoolVar(&gw.Debug, "pod-debug", false, "the agent logs at debug level (IKE's exchanges too)")
 	ipsecDebug := fs.Bool("ipsec-debug", false, "the same as --pod-debug: Snorkel's IKE logs in the agent")
@@ -111,6 +112,12 @@ func runJoin(args []string, out io.Writer) error {
 	}
 	gw.CustomDomains = splitList(*customDomains)
 	gw.Debug = gw.Debug || *ipsecDebug
+	if *customCoreDNS != "" {
+		var err error
+		if gw.CoreDNSCustomConfigMap, err = api.ParseCoreDNSCustomConfigMap(*customCoreDNS); err != nil {
+			return err
+		}
+	}
 	o.BrokerInsecure = !*checkBrokerCert
 	o.NoGlobalnet = !*globalnet
 	set := map[string]bool{}

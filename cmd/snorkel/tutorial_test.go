@@ -195,6 +195,20 @@ func TestTutorialGlobalnet(t *testing.T) {
 		t.Errorf("c3's agent configuration: broker %s, insecure %v; want %s without a certificate check", c3.BrokerURL, c3.BrokerInsecure, servers[0].URL)
 	}
 
+	// subctl's --coredns-custom-configmap: the forwards go into that
+	// ConfigMap, for a CoreDNS that imports server blocks from it.
+	r = run(0, "--context", "kind-c3", "join", "broker-info.subm", "--clusterid", "c3", "--label-gateway=false", "--coredns-custom-configmap", "coredns-custom")
+	wantLines(r.stdout, "CoreDNS's custom ConfigMap kube-system/coredns-custom now forwards clusterset.local to ")
+	custom, err := clients["c3"].CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(t.Context(), "coredns-custom", metav1.GetOptions{})
+	if err != nil || !strings.Contains(custom.Data["lighthouse.server"], "clusterset.local:53 {") {
+		t.Errorf("c3's custom CoreDNS ConfigMap has no forward (%v): %v", err, custom)
+	}
+	r = run(1, "--context", "kind-c3", "join", "broker-info.subm", "--clusterid", "c3", "--coredns-custom-configmap", "Kube_System/custom")
+	wantLines(r.stderr, `--coredns-custom-configmap "Kube_System/custom": give [NAMESPACE/]NAME`)
+	if c3, err = api.LoadAgentConfig(t.Context(), clients["c3"], api.AgentNamespace); err != nil || c3.CoreDNSCustomConfigMap != "kube-system/coredns-custom" {
+		t.Errorf("c3's agent configuration does not name the custom CoreDNS ConfigMap (%v): %+v", err, c3)
+	}
+
 	r = run(1, "--context", "kind-c3", "join", "broker-info.subm", "--clusterid", "c3", "--nattport", "0")
 	wantLines(r.stderr, "--nattport 0 is not a UDP port")
 	r = run(1, "--context", "kind-c3", "join", "broker-info.subm", "--clusterid", "c3", "--health-check-interval", "0")

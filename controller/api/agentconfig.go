@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
@@ -80,6 +81,11 @@ type GatewaySettings struct {
 	// Debug is --pod-debug (or --ipsec-debug): the agent logs at debug
 	// level, IKE's exchanges included.
 	Debug bool
+	// CoreDNSCustomConfigMap is --coredns-custom-configmap, NAMESPACE/NAME:
+	// the ConfigMap a cluster's CoreDNS imports server blocks from (as
+	// AKS's coredns-custom), where DeployMember writes the forwards to dnsd
+	// instead of editing the Corefile; empty for the Corefile.
+	CoreDNSCustomConfigMap string
 	// LoadBalancer is --load-balancer: a Service of type LoadBalancer
 	// (GatewayLoadBalancer) carries the gateway's UDP ports, and its
 	// ingress address is the gateway's public IP.
@@ -176,6 +182,7 @@ const (
 	agentBrokerInsecureKey   = "brokerInsecure"
 	agentDebugKey            = "debug"
 	agentLoadBalancerKey     = "loadBalancer"
+	agentCoreDNSCustomKey    = "corednsCustomConfigMap"
 )
 
 // BrokerConfig is a client configuration for the broker with the agent's
@@ -231,6 +238,7 @@ func (c *AgentConfig) SecretData() map[string][]byte {
 		agentBrokerInsecureKey:   []byte(strconv.FormatBool(c.BrokerInsecure)),
 		agentDebugKey:            []byte(strconv.FormatBool(c.Debug)),
 		agentLoadBalancerKey:     []byte(strconv.FormatBool(c.LoadBalancer)),
+		agentCoreDNSCustomKey:    []byte(c.CoreDNSCustomConfigMap),
 	}
 }
 
@@ -273,6 +281,13 @@ func agentConfigFromSecret(s *corev1.Secret) (*AgentConfig, error) {
 		GlobalnetCIDRRange: str(agentGlobalnetRangeKey),
 	}
 	var errs []error
+	if v := str(agentCoreDNSCustomKey); v != "" {
+		cm, err := ParseCoreDNSCustomConfigMap(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("data %q: %w", agentCoreDNSCustomKey, err))
+		}
+		c.CoreDNSCustomConfigMap = cm
+	}
 	// A key a Secret from an older join lacks takes subctl's default.
 	boolean := func(k string, def bool) bool {
 		v := str(k)
@@ -355,4 +370,17 @@ func agentConfigFromSecret(s *corev1.Secret) (*AgentConfig, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// ParseCoreDNSCustomConfigMap reads --coredns-custom-configmap, [NAMESPACE/]NAME
+// with kube-system as subctl's default namespace, into NAMESPACE/NAME.
+func ParseCoreDNSCustomConfigMap(v string) (string, error) {
+	ns, name, ok := strings.Cut(v, "/")
+	if !ok {
+		ns, name = metav1.NamespaceSystem, v
+	}
+	if len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
+		return "", fmt.Errorf("--coredns-custom-configmap %q: give [NAMESPACE/]NAME of the ConfigMap the cluster's CoreDNS imports server blocks from, e.g. kube-system/coredns-custom", v)
+	}
+	return ns + "/" + name, nil
 }

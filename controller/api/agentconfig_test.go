@@ -20,11 +20,12 @@ func TestAgentConfigKeepsTheJoinFlagsThroughTheSecret(t *testing.T) {
 	c.NATTraversalOff, c.NATTPort, c.PreferredServer, c.HealthCheckOff, c.AirGapped = true, 4600, true, true, true
 	c.HealthCheckInterval, c.HealthCheckMaxPacketLossCount = 3, 7
 	c.BrokerInsecure, c.Debug, c.LoadBalancer = true, true, true
+	c.CoreDNSCustomConfigMap = "kube-system/coredns-custom"
 	c.CustomDomains = []string{"supercluster.local", "example.org"}
 	data := c.SecretData()
 	for k, want := range map[string]string{
 		"natTraversal": "false", "nattPort": "4600", "preferredServer": "true", "healthCheck": "false", "airGapped": "true",
-		"healthCheckInterval": "3", "healthCheckMaxPacketLossCount": "7", "brokerInsecure": "true", "debug": "true", "loadBalancer": "true",
+		"healthCheckInterval": "3", "healthCheckMaxPacketLossCount": "7", "brokerInsecure": "true", "debug": "true", "loadBalancer": "true", "corednsCustomConfigMap": "kube-system/coredns-custom",
 		"customDomains": "supercluster.local,example.org", AgentDNSZonesKey: "clusterset.local,supercluster.local,example.org",
 	} {
 		if got := string(data[k]); got != want {
@@ -63,6 +64,7 @@ func TestAgentConfigRefusesBadJoinSettings(t *testing.T) {
 		{"healthCheck", "yes please", `data "healthCheck": "yes please" is not true or false`},
 		{"healthCheckInterval", "61", `data "healthCheckInterval": "61": --health-check-interval 61 is out of range: use 1 to 60`},
 		{"healthCheckMaxPacketLossCount", "many", `data "healthCheckMaxPacketLossCount": "many"`},
+		{"corednsCustomConfigMap", "kube-system/Bad_Name", `data "corednsCustomConfigMap": --coredns-custom-configmap "kube-system/Bad_Name": give [NAMESPACE/]NAME`},
 		{"customDomains", "Bad_Domain", `data "customDomains": --custom-domains "Bad_Domain" is not a DNS domain`},
 	} {
 		data := baseAgentConfig().SecretData()
@@ -120,5 +122,18 @@ func TestBrokerConfigChecksTheCertificateUnlessTold(t *testing.T) {
 	c.BrokerInsecure = true
 	if cfg := c.BrokerConfig(); !cfg.Insecure || len(cfg.CAData) != 0 {
 		t.Errorf("--check-broker-certificate=false: insecure %v, CA %q; want no check", cfg.Insecure, cfg.CAData)
+	}
+}
+
+func TestParseCoreDNSCustomConfigMapDefaultsToKubeSystem(t *testing.T) {
+	for in, want := range map[string]string{"coredns-custom": "kube-system/coredns-custom", "dns/custom.server": "dns/custom.server"} {
+		if got, err := ParseCoreDNSCustomConfigMap(in); err != nil || got != want {
+			t.Errorf("%q: %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "a/b/c", "Kube_System/x", "/x"} {
+		if got, err := ParseCoreDNSCustomConfigMap(bad); err == nil {
+			t.Errorf("%q: %q, want an error", bad, got)
+		}
 	}
 }

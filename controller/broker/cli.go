@@ -182,6 +182,16 @@ func printMemberDeployment(out io.Writer, d *MemberDeployment) {
 	fmt.Fprintf(out, "deployed %s: DaemonSet %s/%s on the nodes labelled %s=true, the route agent (DaemonSet %s) on every node, dnsd (Deployment %s) at %s\n",
 		d.Image, api.AgentNamespace, AgentDaemonSet, GatewayLabel, RouteAgentDaemonSet, DNSDeployment, d.DNSAddress)
 	zones := strings.Join(d.Domains, ", ")
+	switch {
+	case d.CoreDNSCustom != "" && d.CoreDNS == CoreDNSUpdated:
+		fmt.Fprintf(out, "CoreDNS's custom ConfigMap %s now forwards %s to %s (key %s); the Corefile is left alone\n", d.CoreDNSCustom, zones, d.DNSAddress, customCoreDNSKey)
+		printGatewayNodes(out, d)
+		return
+	case d.CoreDNSCustom != "":
+		fmt.Fprintf(out, "CoreDNS's custom ConfigMap %s already forwards %s to %s (key %s)\n", d.CoreDNSCustom, zones, d.DNSAddress, customCoreDNSKey)
+		printGatewayNodes(out, d)
+		return
+	}
 	switch d.CoreDNS {
 	case CoreDNSUpdated:
 		fmt.Fprintf(out, "CoreDNS (%s/%s) now forwards %s to %s\n", metav1.NamespaceSystem, CoreDNSConfigMap, zones, d.DNSAddress)
@@ -191,6 +201,11 @@ func printMemberDeployment(out io.Writer, d *MemberDeployment) {
 		fmt.Fprintf(out, "no ConfigMap %s/%s: make the cluster's DNS forward %s to %s, e.g. with this Corefile section:\n%s",
 			metav1.NamespaceSystem, CoreDNSConfigMap, zones, d.DNSAddress, d.Stanza)
 	}
+	printGatewayNodes(out, d)
+}
+
+// printGatewayNodes tells the load balancer and the gateway nodes.
+func printGatewayNodes(out io.Writer, d *MemberDeployment) {
 	if len(d.LoadBalancerPorts) > 0 {
 		fmt.Fprintf(out, "load balancer: Service %s/%s (type LoadBalancer, UDP %d and %d) in front of the gateways; the agent publishes its ingress address as the public IP\n",
 			api.AgentNamespace, api.GatewayLoadBalancer, d.LoadBalancerPorts[0], d.LoadBalancerPorts[1])

@@ -57,6 +57,10 @@ type MemberDeployment struct {
 	// not found, Stanza is what the cluster's DNS needs.
 	CoreDNS CoreDNSResult
 	Stanza  string
+	// CoreDNSCustom is the custom ConfigMap (NAMESPACE/NAME) CoreDNS was
+	// configured in, with --coredns-custom-configmap; empty for the
+	// Corefile.
+	CoreDNSCustom string
 	// GatewayNodes are the nodes labelled GatewayLabel=true, where the
 	// agent runs; none means no gateway yet.
 	GatewayNodes []string
@@ -99,7 +103,13 @@ func DeployMember(ctx context.Context, member *rest.Config, o MemberOptions) (*M
 	}
 	d := &MemberDeployment{ClusterID: cfg.ClusterID, Image: o.Image, DNSAddress: svc.Spec.ClusterIP}
 	d.Domains = cfg.DNSZones()
-	if d.CoreDNS, err = configureCoreDNS(ctx, kc, d.DNSAddress, cfg.CustomDomains); err != nil {
+	d.CoreDNSCustom = cfg.CoreDNSCustomConfigMap
+	if d.CoreDNSCustom != "" {
+		d.CoreDNS, err = configureCustomCoreDNS(ctx, kc, d.CoreDNSCustom, d.DNSAddress, cfg.CustomDomains)
+	} else {
+		d.CoreDNS, err = configureCoreDNS(ctx, kc, d.DNSAddress, cfg.CustomDomains)
+	}
+	if err != nil {
 		return nil, err
 	}
 	if d.CoreDNS == CoreDNSNotFound {

@@ -130,6 +130,7 @@ func Uninstall(ctx context.Context, member *rest.Config, name string, out io.Wri
 		return st.failure(err)
 	default:
 		st.success("Cluster %q is joined to the broker at %s as %q", name, ac.BrokerURL, ac.ClusterID)
+		u.customCoreDNS = ac.CoreDNSCustomConfigMap
 	}
 	if err := u.stopWorkloads(ctx); err != nil {
 		return err
@@ -160,6 +161,9 @@ type uninstaller struct {
 	// brokerInUse names the broker namespaces in the cluster that other
 	// clusters still use: their CRDs stay.
 	brokerInUse []string
+	// customCoreDNS is the custom CoreDNS ConfigMap the cluster joined
+	// with (--coredns-custom-configmap); empty for the Corefile.
+	customCoreDNS string
 }
 
 func newUninstaller(cfg *rest.Config, name string, st *status) (*uninstaller, error) {
@@ -370,6 +374,16 @@ func (u *uninstaller) deleteAll(ctx context.Context, gvr schema.GroupVersionReso
 // cluster's Corefile.
 func (u *uninstaller) removeCoreDNSForward(ctx context.Context) error {
 	u.st.start("Removing the %s forward from CoreDNS on cluster %q", ClustersetZone, u.name)
+	if u.customCoreDNS != "" {
+		removed, err := removeCustomCoreDNS(ctx, u.kc, u.customCoreDNS)
+		if err != nil {
+			return u.st.failure(err)
+		}
+		if removed {
+			u.st.success("CoreDNS's custom ConfigMap %s no longer forwards %s", u.customCoreDNS, ClustersetZone)
+		}
+		return nil
+	}
 	cms := u.kc.CoreV1().ConfigMaps(metav1.NamespaceSystem)
 	err := retry.RetryOnConflict(conflictBackoff, func() error {
 		cm, err := cms.Get(ctx, CoreDNSConfigMap, metav1.GetOptions{})
