@@ -286,14 +286,19 @@ func (e *discoveryEnv) waitConverged(pub [2]netip.Addr) {
 	for id, w := range want {
 		var last error
 		for {
-			last = e.converged(ctx, id, w.public, w.links)
-			if last == nil {
+			err := e.converged(ctx, id, w.public, w.links)
+			if err == nil {
 				published := "none"
 				if w.public.IsValid() {
 					published = w.public.String()
 				}
 				e.t.Logf("%s: public IP %s; connections %v", id, published, w.links)
 				break
+			}
+			if ctx.Err() == nil || last == nil {
+				// What the deadline cut short says less than what came
+				// before it.
+				last = err
 			}
 			if ctx.Err() != nil {
 				for i := range e.router {
