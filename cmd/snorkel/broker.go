@@ -70,7 +70,7 @@ func runJoin(args []string, out io.Writer) error {
 	fs.IntVar(&gw.HealthCheckInterval, "health-check-interval", api.DefaultHealthCheckInterval, "seconds between the gateway's health probes to each remote gateway")
 	fs.IntVar(&gw.HealthCheckMaxPacketLossCount, "health-check-max-packet-loss-count", api.DefaultHealthCheckMaxPacketLossCount, "unanswered health probes in a row after which a connection is an error")
 	customDomains := fs.String("custom-domains", "", "DNS domains dnsd also serves, and CoreDNS forwards to it, besides clusterset.local, comma-separated")
-	fs.BoolVar(&gw.AirGapped, "air-gapped", false, "the cluster reaches no service outside the clusterset: the agent learns its addresses from its node, flags, the broker and the other gateways only")
+	fs.BoolVar(&gw.AirGapped, "air-gapped", false, "the cluster reaches no service outside the clusterset: the agent learns its addresses from its node, its flags and the other gateways only")
 	fs.BoolVar(&c.LabelGateway, "label-gateway", true, "label a worker node "+broker.GatewayLabel+"=true when no node is labelled")
 	customCoreDNS := fs.String("coredns-custom-configmap", "", "[NAMESPACE/]NAME of the ConfigMap the cluster's CoreDNS imports server blocks from (e.g. AKS's coredns-custom; namespace default kube-system): the forwards to dnsd go there, under lighthouse.server, instead of into the Corefile")
 	fs.BoolVar(&gw.LoadBalancer, "load-balancer", false, "put a Service of type LoadBalancer ("+api.GatewayLoadBalancer+") in front of the gateway's UDP ports; the agent publishes its ingress address as the public IP")

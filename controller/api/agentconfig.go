@@ -76,7 +76,7 @@ type GatewaySettings struct {
 	CustomDomains []string
 	// AirGapped is --air-gapped: the cluster reaches no service outside
 	// the clusterset; the agent learns its addresses only from its node,
-	// its flags, the broker and the other gateways.
+	// its flags and the other gateways.
 	AirGapped bool
 	// Debug is --pod-debug (or --ipsec-debug): the agent logs at debug
 	// level, IKE's exchanges included.
