@@ -16,9 +16,9 @@ import (
 
 // Usage lines of the two commands.
 const (
-	deployBrokerUsage = "set up a broker cluster: snorkel deploy-broker [--kubeconfig F] [--context C] [--globalnet] [--namespace NS] [--out broker-info.subm]"
+	deployBrokerUsage = "set up a broker cluster: snorkel deploy-broker [--kubeconfig F] [--context C] [--globalnet] [--enable-clusterset-ip] [--clusterset-ip-cidr-range 243.0.0.0/8] [--namespace NS] [--out broker-info.subm]"
 	joinUsage         = "join a cluster to a broker and run Snorkel in it: snorkel join broker-info.subm --clusterid ID [--kubeconfig F] [--context C] [--cable-driver esp|wireguard|vxlan] " +
-		"[--globalnet-cidr CIDR | --globalnet-cluster-size N] [--natt=false] [--nattport 4500] [--preferred-server] [--label-gateway=false] [--health-check=false] [--health-check-interval 1] [--health-check-max-packet-loss-count 5] [--custom-domains D1,D2] [--air-gapped] " +
+		"[--globalnet-cidr CIDR | --globalnet-cluster-size N] [--enable-clusterset-ip] [--clusterset-ip-cidr CIDR] [--natt=false] [--nattport 4500] [--preferred-server] [--label-gateway=false] [--health-check=false] [--health-check-interval 1] [--health-check-max-packet-loss-count 5] [--custom-domains D1,D2] [--air-gapped] " +
 		"[--load-balancer] [--pod-debug] [--broker-url URL] [--check-broker-certificate=false] [--image REF | --repository R --version V | --image-override snorkel=REF] [--no-deploy]"
 )
 
@@ -35,6 +35,8 @@ func runDeployBroker(args []string, out io.Writer) error {
 	fs.StringVar(&o.GlobalnetCIDRRange, "globalnet-cidr-range", broker.DefaultGlobalnetCIDRRange, "range the clusters' global CIDRs come from")
 	fs.Uint64Var(&o.GlobalnetClusterSize, "default-globalnet-cluster-size", broker.DefaultGlobalnetClusterSize, "global IPs per cluster (rounded up to a power of two)")
 	fs.Uint64Var(&o.GlobalnetClusterSize, "globalnet-cluster-size", broker.DefaultGlobalnetClusterSize, "the same as --default-globalnet-cluster-size, subctl's name")
+	fs.BoolVar(&o.ClustersetIP, "enable-clusterset-ip", false, "give every exported service a clusterset IP (a VIP) by default; a cluster or a service can still say otherwise")
+	fs.StringVar(&o.ClustersetIPCIDRRange, "clusterset-ip-cidr-range", broker.DefaultClustersetIPCIDRRange, "range the clusters' clusterset IP CIDRs come from (recorded even without --enable-clusterset-ip)")
 	fs.StringVar(&o.BrokerURL, "broker-url", "", "broker API server URL members use (default the kubeconfig's server)")
 	fs.StringVar(&c.PSKFrom, "ipsec-psk-from", "", "take the pre-shared key from this broker-info.subm instead of keeping or making one")
 	fs.StringVar(&c.Out, "out", broker.InfoFileName, "where to write the broker information file")
@@ -55,6 +57,8 @@ func runJoin(args []string, out io.Writer) error {
 	fs.StringVar(&o.ClusterID, "clusterid", "", "this cluster's ID in the clusterset (a DNS-1123 label)")
 	fs.StringVar(&o.GlobalCIDR, "globalnet-cidr", "", "this cluster's global CIDR under Globalnet: any block of the broker's range no other cluster's overlaps (default the first free block)")
 	fs.Uint64Var(&o.GlobalnetClusterSize, "globalnet-cluster-size", 0, "global IPs for this cluster under Globalnet, rounded up to a power of two; the first free block of that size is taken (default the broker's cluster size)")
+	fs.BoolVar(&o.EnableClustersetIP, "enable-clusterset-ip", false, "give the services this cluster exports a clusterset IP unless their export says otherwise (default the broker's setting); not with Globalnet")
+	fs.StringVar(&o.ClustersetIPCIDR, "clusterset-ip-cidr", "", "this cluster's block of the broker's clusterset IP range, free of other clusters' (default the first free /20)")
 	fs.StringVar(&o.CableDriver, "cable-driver", api.DefaultCableDriver, "gateway transport: "+strings.Join(transport.Kinds, ", "))
 	clusterCIDR := fs.String("clustercidr", "", "this cluster's Pod CIDRs, comma-separated (default what the cluster tells)")
 	serviceCIDR := fs.String("servicecidr", "", "this cluster's Service CIDRs, comma-separated (default what the cluster tells)")

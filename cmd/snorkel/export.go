@@ -4,13 +4,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 
 	"github.com/snorkel-net/snorkel/controller/servicesync"
 )
 
 // One-line usages of the commands, for the snorkel command list.
 const (
-	exportUsage   = "export a service to the clusterset: snorkel export service NAME [-n NAMESPACE] [--kubeconfig F] [--context C]"
+	exportUsage   = "export a service to the clusterset: snorkel export service NAME [-n NAMESPACE] [--use-clusterset-ip[=false]] [--kubeconfig F] [--context C]"
 	unexportUsage = "stop exporting a service: snorkel unexport service NAME [-n NAMESPACE] [--kubeconfig F] [--context C]"
 )
 
@@ -45,6 +46,9 @@ func parseServiceArgs(verb string, args []string, out io.Writer) (servicesync.Se
 	fs.StringVar(&c.Namespace, "namespace", "", "same as -n")
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig file (default $KUBECONFIG or ~/.kube/config)")
 	fs.StringVar(&c.Context, "context", "", "kubeconfig context of the cluster the service is in (default: the current context)")
+	if verb == "export" {
+		fs.Var(&optionalBool{dst: &c.UseClustersetIP}, "use-clusterset-ip", "give the service a clusterset IP (a VIP), or not with =false (default the cluster's setting)")
+	}
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -65,3 +69,25 @@ func parseServiceArgs(verb string, args []string, out io.Writer) (servicesync.Se
 	c.Name = pos[1]
 	return c, nil
 }
+
+// optionalBool is a boolean flag that records whether it was given: dst
+// stays "" without it, else "true" or "false".
+type optionalBool struct{ dst *string }
+
+func (b *optionalBool) String() string {
+	if b.dst == nil {
+		return ""
+	}
+	return *b.dst
+}
+
+func (b *optionalBool) Set(v string) error {
+	p, err := strconv.ParseBool(v)
+	if err != nil {
+		return fmt.Errorf("%q is not true or false", v)
+	}
+	*b.dst = strconv.FormatBool(p)
+	return nil
+}
+
+func (b *optionalBool) IsBoolFlag() bool { return true }

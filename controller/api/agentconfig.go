@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"strconv"
 	"strings"
 
@@ -43,6 +44,19 @@ type AgentConfig struct {
 	// supernet applies.
 	GlobalnetCIDRRange string
 	ServiceDiscovery   bool
+	// ClustersetIPCIDR is this cluster's block of the broker's clusterset
+	// IP range, which the VIPs of the services it exports first come
+	// from; its first host address is the gateway's own (SNAT) and never
+	// a service's. Empty without service discovery, under Globalnet, and
+	// in the Secret of a join older than the field.
+	ClustersetIPCIDR string
+	// ClustersetIPCIDRRange is the broker's clusterset IP range, which
+	// holds every cluster's block; set with ClustersetIPCIDR.
+	ClustersetIPCIDRRange string
+	// ClustersetIPEnabled is join --enable-clusterset-ip (or the broker's
+	// default): a service exported without the annotation
+	// UseClustersetIPAnnotation gets a clusterset IP.
+	ClustersetIPEnabled bool
 
 	GatewaySettings
 }
@@ -183,6 +197,9 @@ const (
 	agentDebugKey            = "debug"
 	agentLoadBalancerKey     = "loadBalancer"
 	agentCoreDNSCustomKey    = "corednsCustomConfigMap"
+	agentClustersetCIDRKey   = "clustersetIPCIDR"
+	agentClustersetRangeKey  = "clustersetIPCIDRRange"
+	agentClustersetOnKey     = "clustersetIPEnabled"
 )
 
 // BrokerConfig is a client configuration for the broker with the agent's
@@ -239,6 +256,9 @@ func (c *AgentConfig) SecretData() map[string][]byte {
 		agentDebugKey:            []byte(strconv.FormatBool(c.Debug)),
 		agentLoadBalancerKey:     []byte(strconv.FormatBool(c.LoadBalancer)),
 		agentCoreDNSCustomKey:    []byte(c.CoreDNSCustomConfigMap),
+		agentClustersetCIDRKey:   []byte(c.ClustersetIPCIDR),
+		agentClustersetRangeKey:  []byte(c.ClustersetIPCIDRRange),
+		agentClustersetOnKey:     []byte(strconv.FormatBool(c.ClustersetIPEnabled)),
 	}
 }
 
@@ -279,6 +299,9 @@ func agentConfigFromSecret(s *corev1.Secret) (*AgentConfig, error) {
 		ServiceCIDRs:       list(agentServiceCIDRsKey),
 		GlobalCIDR:         str(agentGlobalCIDRKey),
 		GlobalnetCIDRRange: str(agentGlobalnetRangeKey),
+
+		ClustersetIPCIDR:      str(agentClustersetCIDRKey),
+		ClustersetIPCIDRRange: str(agentClustersetRangeKey),
 	}
 	var errs []error
 	if v := str(agentCoreDNSCustomKey); v != "" {
@@ -308,6 +331,7 @@ func agentConfigFromSecret(s *corev1.Secret) (*AgentConfig, error) {
 	c.BrokerInsecure = boolean(agentBrokerInsecureKey, false)
 	c.Debug = boolean(agentDebugKey, false)
 	c.LoadBalancer = boolean(agentLoadBalancerKey, false)
+	c.ClustersetIPEnabled = boolean(agentClustersetOnKey, false)
 	for _, f := range []struct {
 		key  string
 		dst  *int
@@ -366,6 +390,9 @@ func agentConfigFromSecret(s *corev1.Secret) (*AgentConfig, error) {
 			errs = append(errs, err)
 		}
 	}
+	if _, _, err := c.ClustersetIP(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -383,4 +410,29 @@ func ParseCoreDNSCustomConfigMap(v string) (string, error) {
 		return "", fmt.Errorf("--coredns-custom-configmap %q: give [NAMESPACE/]NAME of the ConfigMap the cluster's CoreDNS imports server blocks from, e.g. kube-system/coredns-custom", v)
 	}
 	return ns + "/" + name, nil
+}
+
+// ClustersetIP returns the broker's clusterset IP range and this
+// cluster's block of it, both invalid when the cluster has none.
+func (c *AgentConfig) ClustersetIP() (rng, block netip.Prefix, err error) {
+	if c.ClustersetIPCIDR == "" && c.ClustersetIPCIDRRange == "" {
+		return rng, block, nil
+	}
+	parse := func(k, v string) (netip.Prefix, error) {
+		p, err := netip.ParsePrefix(v)
+		if err != nil || !p.Addr().Is4() || p != p.Masked() {
+			return p, fmt.Errorf("data %q: %q is not an IPv4 network such as 243.0.0.0/20", k, v)
+		}
+		return p, nil
+	}
+	if rng, err = parse(agentClustersetRangeKey, c.ClustersetIPCIDRRange); err != nil {
+		return rng, block, err
+	}
+	if block, err = parse(agentClustersetCIDRKey, c.ClustersetIPCIDR); err != nil {
+		return rng, block, err
+	}
+	if !rng.Contains(block.Addr()) || block.Bits() < rng.Bits() || block.Bits() > 30 {
+		return rng, block, fmt.Errorf("data %q: %s is not a block of %s with room for addresses (at most a /30)", agentClustersetCIDRKey, block, rng)
+	}
+	return rng, block, nil
 }

@@ -23,6 +23,29 @@ const (
 	GlobalnetClusterSizeKey = "globalnetClusterSize"
 )
 
+// The clusterset IP ConfigMap in the broker namespace, as Submariner's
+// operator keeps it: the same format as the Globalnet ConfigMap's, whose
+// "clusterinfo" key lists each cluster's clusterset IP CIDR. The range is
+// recorded even when the default is off, so that a service can still ask
+// for a clusterset IP.
+const (
+	ClustersetIPConfigMapName  = "submariner-clustersetip-info"
+	ClustersetIPEnabledKey     = "clustersetIPEnabled"
+	ClustersetIPCIDRRangeKey   = "clustersetIPCidrRange"
+	ClustersetIPClusterSizeKey = "clustersetIPClusterSize"
+)
+
+// Clusterset IP annotations, Lighthouse's.
+const (
+	// UseClustersetIPAnnotation, "true" or "false" on a ServiceExport,
+	// overrides the cluster's default (join --enable-clusterset-ip); on a
+	// ServiceImport it records the setting the service was imported with.
+	UseClustersetIPAnnotation = "lighthouse.submariner.io/use-clusterset-ip"
+	// ClustersetIPAllocatedByAnnotation names, on a ServiceImport, the
+	// cluster whose clusterset IP CIDR the service's VIP came from.
+	ClustersetIPAllocatedByAnnotation = "lighthouse.submariner.io/clusterset-ip-allocated-by"
+)
+
 // Components a broker can offer, as subctl names them in broker-info.subm.
 const (
 	ComponentConnectivity     = "connectivity"

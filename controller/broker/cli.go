@@ -62,7 +62,11 @@ func RunDeployBroker(c DeployBrokerCommand, out io.Writer) error {
 	if d.GlobalnetRange.IsValid() {
 		gn = fmt.Sprintf("Globalnet on: %s, a /%d per cluster", d.GlobalnetRange, 32-bits.TrailingZeros64(d.GlobalnetClusterSize))
 	}
-	fmt.Fprintf(out, "broker ready at %s in namespace %s (%s)\n", d.Info.BrokerURL, d.Info.Namespace(), gn)
+	cs := "off by default"
+	if d.ClustersetIP {
+		cs = "on by default"
+	}
+	fmt.Fprintf(out, "broker ready at %s in namespace %s (%s; clusterset IPs from %s, %s)\n", d.Info.BrokerURL, d.Info.Namespace(), gn, d.ClustersetIPRange, cs)
 	fmt.Fprintf(out, "client token of ServiceAccount %s/%s valid until %s\n", d.Info.Namespace(), BrokerClientServiceAccount, d.TokenExpires.UTC().Format(time.RFC3339))
 	fmt.Fprintf(out, "wrote %s: join each member with `snorkel join %s --clusterid ID`; it holds the broker token and the IPsec pre-shared key, keep it secret\n", c.Out, c.Out)
 	return nil
@@ -124,6 +128,13 @@ func RunJoin(c JoinCommand, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "cluster %s joined the broker at %s (namespace %s): pods %s, services %s%s, cable driver %s\n",
 		ac.ClusterID, ac.BrokerURL, ac.BrokerNamespace, strings.Join(ac.ClusterCIDRs, ","), strings.Join(ac.ServiceCIDRs, ","), global, ac.CableDriver)
+	if ac.ClustersetIPCIDR != "" {
+		def := "only for services exported with --use-clusterset-ip"
+		if ac.ClustersetIPEnabled {
+			def = "for every exported service unless it is exported with --use-clusterset-ip=false"
+		}
+		fmt.Fprintf(out, "clusterset IP CIDR %s (VIPs of the services this cluster exports first, %s)\n", ac.ClustersetIPCIDR, def)
+	}
 	fmt.Fprintf(out, "agent configuration in Secret %s/%s, ServiceAccount %s\n", api.AgentNamespace, api.AgentSecretName, api.AgentServiceAccount)
 	printGatewaySettings(out, &ac.GatewaySettings)
 	if ac.BrokerInsecure {

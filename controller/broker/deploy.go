@@ -49,6 +49,14 @@ type BrokerOptions struct {
 	// GlobalnetClusterSize is the number of global IPs each cluster gets,
 	// rounded up to a power of two; default DefaultGlobalnetClusterSize.
 	GlobalnetClusterSize uint64
+	// ClustersetIP makes a clusterset IP the default for every exported
+	// service (--enable-clusterset-ip).
+	ClustersetIP bool
+	// ClustersetIPCIDRRange is the range the clusters' clusterset IP
+	// blocks come from (--clusterset-ip-cidr-range); default
+	// DefaultClustersetIPCIDRRange. It is recorded with the default off
+	// too, for services that ask for a clusterset IP.
+	ClustersetIPCIDRRange string
 	// BrokerURL is the broker's address as members reach it; default the
 	// address in the client configuration.
 	BrokerURL string
@@ -70,6 +78,10 @@ type Deployment struct {
 	// if Globalnet is on.
 	GlobalnetRange       netip.Prefix
 	GlobalnetClusterSize uint64
+	// ClustersetIPRange is the clusterset IP range; ClustersetIP the
+	// default for exported services.
+	ClustersetIPRange netip.Prefix
+	ClustersetIP      bool
 }
 
 func (o *BrokerOptions) defaults() {
@@ -85,12 +97,15 @@ func (o *BrokerOptions) defaults() {
 	if o.TokenExpiry == 0 {
 		o.TokenExpiry = DefaultTokenExpiry
 	}
+	if o.ClustersetIPCIDRRange == "" {
+		o.ClustersetIPCIDRRange = DefaultClustersetIPCIDRRange
+	}
 }
 
 // Deploy prepares the cluster cfg reaches as the clusterset's broker:
 // the CRDs, the broker namespace, the client ServiceAccount with its Role
 // (the broker namespace only; the objects of the manifests' broker base),
-// the Globalnet ConfigMap and the pre-shared key, and returns the
+// the Globalnet and clusterset IP ConfigMaps and the pre-shared key, and returns the
 // broker-info.subm content with a fresh client token. Running it again changes nothing but the token; it refuses to change the
 // Globalnet settings while clusters hold global CIDRs.
 func Deploy(ctx context.Context, cfg *rest.Config, o BrokerOptions) (*Deployment, error) {
@@ -98,6 +113,13 @@ func Deploy(ctx context.Context, cfg *rest.Config, o BrokerOptions) (*Deployment
 	gRange, gSize, err := o.check()
 	if err != nil {
 		return nil, err
+	}
+	csRange, err := validateClustersetIPRange(o.ClustersetIPCIDRRange)
+	if err != nil {
+		return nil, err
+	}
+	if o.Globalnet && o.ClustersetIP {
+		return nil, errors.New("--enable-clusterset-ip and --globalnet: clusterset IPs are not supported with Globalnet, as in Submariner; leave one of them out")
 	}
 	ca, err := configCA(cfg)
 	if err != nil {
@@ -121,6 +143,9 @@ func Deploy(ctx context.Context, cfg *rest.Config, o BrokerOptions) (*Deployment
 	if err := ensureGlobalnetConfigMap(ctx, kc, newGlobalnetConfigMap(ns, o.Globalnet, gRange, gSize)); err != nil {
 		return nil, err
 	}
+	if err := ensureClustersetIPConfigMap(ctx, kc, newClustersetIPConfigMap(ns, o.ClustersetIP, csRange)); err != nil {
+		return nil, err
+	}
 	psk, err := ensurePSK(ctx, kc, ns, o.PSK)
 	if err != nil {
 		return nil, err
@@ -140,6 +165,8 @@ func Deploy(ctx context.Context, cfg *rest.Config, o BrokerOptions) (*Deployment
 		TokenExpires:         tr.Status.ExpirationTimestamp.Time,
 		GlobalnetRange:       gRange,
 		GlobalnetClusterSize: gSize,
+		ClustersetIPRange:    csRange,
+		ClustersetIP:         o.ClustersetIP,
 	}, nil
 }
 

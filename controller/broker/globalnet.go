@@ -266,6 +266,16 @@ func allocateGlobalCIDR(g *globalnetInfo, clusterID string, size uint64) (netip.
 	if err != nil {
 		return netip.Prefix{}, err
 	}
+	if p, ok := firstFreeBlock(g.Range, size, taken); ok {
+		return p, nil
+	}
+	return netip.Prefix{}, fmt.Errorf("the broker's Globalnet range %s has no free /%d left for cluster %q (%d clusters hold blocks); free one with a leave, ask for fewer global IPs with --globalnet-cluster-size, or deploy the broker with a larger --globalnet-cidr-range", g.Range, prefixBits, clusterID, len(taken))
+}
+
+// firstFreeBlock returns the first aligned block of size addresses (a
+// power of two) in r that overlaps none of taken.
+func firstFreeBlock(r netip.Prefix, size uint64, taken map[netip.Prefix]string) (netip.Prefix, bool) {
+	prefixBits := 32 - bits.TrailingZeros64(size)
 	type span struct{ lo, hi uint64 } // [lo, hi)
 	var used []span
 	for p := range taken {
@@ -274,8 +284,8 @@ func allocateGlobalCIDR(g *globalnetInfo, clusterID string, size uint64) (netip.
 			used = append(used, span{lo, lo + uint64(1)<<(32-p.Bits())})
 		}
 	}
-	base := uint64(ipv4Uint(g.Range.Addr()))
-	end := base + uint64(1)<<(32-g.Range.Bits())
+	base := uint64(ipv4Uint(r.Addr()))
+	end := base + uint64(1)<<(32-r.Bits())
 	for cand := base; cand+size <= end; {
 		next := cand
 		for _, u := range used {
@@ -285,11 +295,11 @@ func allocateGlobalCIDR(g *globalnetInfo, clusterID string, size uint64) (netip.
 			}
 		}
 		if next == cand {
-			return netip.PrefixFrom(uint32ToIPv4(uint32(cand)), prefixBits), nil
+			return netip.PrefixFrom(uint32ToIPv4(uint32(cand)), prefixBits), true
 		}
 		cand = next
 	}
-	return netip.Prefix{}, fmt.Errorf("the broker's Globalnet range %s has no free /%d left for cluster %q (%d clusters hold blocks); free one with a leave, ask for fewer global IPs with --globalnet-cluster-size, or deploy the broker with a larger --globalnet-cidr-range", g.Range, prefixBits, clusterID, len(taken))
+	return netip.Prefix{}, false
 }
 
 func ipv4Uint(a netip.Addr) uint32 {

@@ -45,6 +45,13 @@ type JoinOptions struct {
 	// tells.
 	ClusterCIDRs []string
 	ServiceCIDRs []string
+	// EnableClustersetIP gives the services this cluster exports a
+	// clusterset IP unless their ServiceExport says otherwise
+	// (--enable-clusterset-ip); the broker's default turns it on too.
+	EnableClustersetIP bool
+	// ClustersetIPCIDR asks for this block of the broker's clusterset IP
+	// range (--clusterset-ip-cidr); default the first free block.
+	ClustersetIPCIDR string
 	// Gateway holds the settings of the flags --natt, --nattport,
 	// --preferred-server, --health-check, --custom-domains and
 	// --air-gapped, which the agent configuration keeps.
@@ -91,7 +98,11 @@ func Join(ctx context.Context, member *rest.Config, info *Info, o JoinOptions) (
 	if err != nil {
 		return nil, err
 	}
-	spec, globalRange, err := register(ctx, bcfg, info.Namespace(), string(ks.UID), req)
+	if req.clustersetIP() && !info.IsServiceDiscoveryEnabled() {
+		return nil, errors.New("--enable-clusterset-ip and --clusterset-ip-cidr: the broker-info file has service discovery off, and clusterset IPs are part of it; leave the flags out")
+	}
+	req.serviceDiscovery = info.IsServiceDiscoveryEnabled()
+	spec, reg, err := register(ctx, bcfg, info.Namespace(), string(ks.UID), req)
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +124,12 @@ func Join(ctx context.Context, member *rest.Config, info *Info, o JoinOptions) (
 	cfg.HealthCheckInterval, cfg.HealthCheckMaxPacketLossCount = cfg.HealthInterval(), cfg.HealthMaxPacketLoss()
 	if len(spec.GlobalCIDR) > 0 {
 		cfg.GlobalCIDR = spec.GlobalCIDR[0]
-		cfg.GlobalnetCIDRRange = globalRange.String()
+		cfg.GlobalnetCIDRRange = reg.globalRange.String()
+	}
+	if reg.clustersetBlock.IsValid() {
+		cfg.ClustersetIPCIDR = reg.clustersetBlock.String()
+		cfg.ClustersetIPCIDRRange = reg.clustersetRange.String()
+		cfg.ClustersetIPEnabled = o.EnableClustersetIP || reg.clustersetDefault
 	}
 	if err := installAgent(ctx, member, mkc, cfg); err != nil {
 		return nil, fmt.Errorf("cluster %q is registered with the broker, but installing its agent failed: %w; run the join again", spec.ClusterID, err)
@@ -130,13 +146,34 @@ type joinRequest struct {
 	// globalSize is the requested number of global IPs; 0 if none.
 	globalSize  uint64
 	noGlobalnet bool
+	// clustersetOn is --enable-clusterset-ip; clusterset the requested
+	// clusterset IP CIDR, invalid if none.
+	clustersetOn bool
+	clusterset   netip.Prefix
+	// serviceDiscovery is the broker-info file's: clusterset IP blocks
+	// are recorded only with it.
+	serviceDiscovery bool
+}
+
+// clustersetIP reports whether a clusterset IP flag was given.
+func (r *joinRequest) clustersetIP() bool { return r.clustersetOn || r.clusterset.IsValid() }
+
+// registration is what register recorded with the broker besides the
+// Cluster: the ranges are invalid when off.
+type registration struct {
+	globalRange netip.Prefix
+	// clustersetRange is the broker's clusterset IP range and
+	// clustersetBlock this cluster's block of it; clustersetDefault the
+	// broker's --enable-clusterset-ip.
+	clustersetRange, clustersetBlock netip.Prefix
+	clustersetDefault                bool
 }
 
 func (o JoinOptions) parse() (*joinRequest, error) {
 	if err := api.ValidateClusterID(o.ClusterID); err != nil {
 		return nil, err
 	}
-	r := &joinRequest{id: o.ClusterID, globalSize: o.GlobalnetClusterSize, noGlobalnet: o.NoGlobalnet}
+	r := &joinRequest{id: o.ClusterID, globalSize: o.GlobalnetClusterSize, noGlobalnet: o.NoGlobalnet, clustersetOn: o.EnableClustersetIP}
 	var err error
 	if r.driver, err = api.NormalizeCableDriver(o.CableDriver); err != nil {
 		return nil, err
@@ -166,20 +203,28 @@ func (o JoinOptions) parse() (*joinRequest, error) {
 			return nil, fmt.Errorf("--globalnet-cidr %s and --globalnet-cluster-size %d: give only one of them, the block itself or how many global IPs the first free block must hold", o.GlobalCIDR, r.globalSize)
 		}
 	}
+	if o.ClustersetIPCIDR != "" {
+		r.clusterset, err = netip.ParsePrefix(strings.TrimSpace(o.ClustersetIPCIDR))
+		if err != nil || !r.clusterset.Addr().Is4() {
+			return nil, fmt.Errorf("--clusterset-ip-cidr %q is not an IPv4 CIDR: give a free block of the broker's range, such as 243.0.16.0/20", o.ClustersetIPCIDR)
+		}
+	}
 	return r, nil
 }
 
 // register records the cluster with the broker: its global CIDR if the
-// broker has Globalnet on, and its Cluster object, owned by uid. It
-// returns the Cluster's spec, and the broker's Globalnet range (invalid
-// with Globalnet off), which every cluster's global CIDR lies in.
+// broker has Globalnet on, else its clusterset IP CIDR if the broker has a
+// clusterset IP range and service discovery is on, and its Cluster
+// object, owned by uid. It returns the Cluster's spec, and the ranges and
+// block it recorded.
 //
 // The ID is checked before the Globalnet record is made, so that a taken
 // ID costs no global CIDR; the Cluster is written after it, so that the
 // other clusters never see it without its global CIDR. Two clusters racing
 // for one ID share its record, and one of them is refused when it writes
 // the Cluster.
-func register(ctx context.Context, bcfg *rest.Config, ns, uid string, req *joinRequest) (submv1.ClusterSpec, netip.Prefix, error) {
+func register(ctx context.Context, bcfg *rest.Config, ns, uid string, req *joinRequest) (submv1.ClusterSpec, registration, error) {
+	var reg registration
 	spec := submv1.ClusterSpec{
 		ClusterID:   req.id,
 		ClusterCIDR: prefixStrings(req.pods),
@@ -188,39 +233,62 @@ func register(ctx context.Context, bcfg *rest.Config, ns, uid string, req *joinR
 	}
 	bkc, err := kubernetes.NewForConfig(bcfg)
 	if err != nil {
-		return spec, netip.Prefix{}, err
+		return spec, reg, err
 	}
 	bdc, err := dynamic.NewForConfig(bcfg)
 	if err != nil {
-		return spec, netip.Prefix{}, err
+		return spec, reg, err
 	}
 	g, _, err := readGlobalnet(ctx, bkc, ns)
 	if err != nil {
-		return spec, netip.Prefix{}, err
+		return spec, reg, err
 	}
 	if g.Enabled && req.noGlobalnet {
-		return spec, netip.Prefix{}, fmt.Errorf("--globalnet=false: the broker has Globalnet on (%s), and Snorkel does not mix clusters with and without global CIDRs in one clusterset; leave the flag out, or deploy a broker without --globalnet", g.Range)
+		return spec, reg, fmt.Errorf("--globalnet=false: the broker has Globalnet on (%s), and Snorkel does not mix clusters with and without global CIDRs in one clusterset; leave the flag out, or deploy a broker without --globalnet", g.Range)
 	}
 	if _, err := precheckGlobalCIDR(g, req.id, req.global, req.globalSize); err != nil {
-		return spec, netip.Prefix{}, err
+		return spec, reg, err
+	}
+	if g.Enabled && req.clustersetIP() {
+		return spec, reg, errors.New("--enable-clusterset-ip and --clusterset-ip-cidr: the broker has Globalnet on, and clusterset IPs are not supported with Globalnet, as in Submariner; leave the flags out")
+	}
+	var cs *clustersetIPInfo
+	if !g.Enabled && req.serviceDiscovery {
+		if cs, _, err = readClustersetIP(ctx, bkc, ns); err != nil {
+			return spec, reg, err
+		}
+		if cs == nil && req.clustersetIP() {
+			return spec, reg, fmt.Errorf("--enable-clusterset-ip and --clusterset-ip-cidr: the broker has no clusterset IP range (ConfigMap %s/%s); run `snorkel deploy-broker` again to add it", ns, api.ClustersetIPConfigMapName)
+		}
+		if cs != nil && req.clusterset.IsValid() {
+			if err := checkRequestedClustersetIPCIDR(cs, req.id, req.clusterset); err != nil {
+				return spec, reg, err
+			}
+		}
 	}
 	clusters := bdc.Resource(submv1.ClusterResource).Namespace(ns)
 	if err := checkClusterIDFree(ctx, clusters, req.id, uid); err != nil {
-		return spec, netip.Prefix{}, err
+		return spec, reg, err
 	}
-	var globalRange netip.Prefix
 	if g.Enabled {
-		globalRange = g.Range
+		reg.globalRange = g.Range
 		got, err := recordGlobalCIDR(ctx, bkc, ns, req.id, req.global, req.globalSize)
 		if errors.Is(err, errGlobalnetOff) {
 			err = errors.New("the broker's Globalnet was turned off while this cluster joined; join again")
 		}
 		if err != nil {
-			return spec, netip.Prefix{}, err
+			return spec, reg, err
 		}
 		spec.GlobalCIDR = []string{got.String()}
 	}
-	return spec, globalRange, writeCluster(ctx, clusters, uid, spec)
+	if cs != nil {
+		block, info, err := recordClustersetIPCIDR(ctx, bkc, ns, req.id, req.clusterset)
+		if err != nil {
+			return spec, reg, err
+		}
+		reg.clustersetRange, reg.clustersetBlock, reg.clustersetDefault = info.Range, block, info.Enabled
+	}
+	return spec, reg, writeCluster(ctx, clusters, uid, spec)
 }
 
 // precheckGlobalCIDR refuses a requested global CIDR or cluster size

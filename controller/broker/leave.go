@@ -33,8 +33,9 @@ var (
 
 // Leave removes everything of cluster clusterID from the broker namespace
 // ns of the broker brokerCfg reaches: its EndpointSlices, ServiceImports
-// and Endpoints, its Globalnet record (freeing its global CIDR) and its
-// Cluster object. The broker token of broker-info.subm suffices. Leaving
+// and Endpoints, its Globalnet record (freeing its global CIDR), its
+// clusterset IP record (freeing its block) and its Cluster object. The
+// broker token of broker-info.subm suffices. Leaving
 // again, or leaving a cluster that never joined, does nothing.
 func Leave(ctx context.Context, brokerCfg *rest.Config, ns, clusterID string) error {
 	if err := api.ValidateClusterID(clusterID); err != nil {
@@ -71,6 +72,9 @@ func Leave(ctx context.Context, brokerCfg *rest.Config, ns, clusterID string) er
 	}
 	if err := releaseGlobalCIDR(ctx, kc, ns, clusterID); err != nil {
 		errs = append(errs, fmt.Errorf("the Globalnet ConfigMap %s/%s: %w", ns, api.GlobalnetConfigMapName, err))
+	}
+	if err := releaseClustersetIPCIDR(ctx, kc, ns, clusterID); err != nil {
+		errs = append(errs, fmt.Errorf("the clusterset IP ConfigMap %s/%s: %w", ns, api.ClustersetIPConfigMapName, err))
 	}
 	// The Cluster goes last: while it is there a failed leave can be
 	// recognised and run again.

@@ -38,14 +38,14 @@ func rule(group string, resources []string, verbs []string) *rbacv1apply.PolicyR
 }
 
 // brokerClientRules are what member agents need in the broker namespace,
-// and nothing more: the clusterset's shared objects, and the Globalnet
-// ConfigMap by name.
+// and nothing more: the clusterset's shared objects, and the Globalnet and
+// clusterset IP ConfigMaps by name.
 func brokerClientRules() []*rbacv1apply.PolicyRuleApplyConfiguration {
 	return []*rbacv1apply.PolicyRuleApplyConfiguration{
 		rule(submv1.Group, []string{submv1.ClusterResource.Resource, submv1.EndpointResource.Resource}, writeVerbs),
 		rule(mcsv1a1.GroupName, []string{"serviceimports"}, writeVerbs),
 		rule(discoveryv1.GroupName, []string{"endpointslices"}, writeVerbs),
-		rule("", []string{"configmaps"}, []string{"get", "update"}).WithResourceNames(api.GlobalnetConfigMapName),
+		rule("", []string{"configmaps"}, []string{"get", "update"}).WithResourceNames(api.GlobalnetConfigMapName, api.ClustersetIPConfigMapName),
 	}
 }
 

@@ -12,8 +12,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
 	mcsv1a1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
 	mcsclient "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
+
+	"github.com/snorkel-net/snorkel/controller/api"
 )
 
 // cliTimeout bounds one command's requests.
@@ -37,6 +40,10 @@ type ServiceCommand struct {
 	// Kubeconfig and Context name the cluster; empty means $KUBECONFIG or
 	// ~/.kube/config and its current context.
 	Kubeconfig, Context string
+	// UseClustersetIP, "true" or "false", sets the ServiceExport's
+	// annotation api.UseClustersetIPAnnotation (export only); empty
+	// leaves the cluster's default.
+	UseClustersetIP string
 }
 
 // connect connects to the kubeconfig context of c.
@@ -100,8 +107,13 @@ func RunExport(c ServiceCommand, out io.Writer) error {
 		return fmt.Errorf("service %s/%s has type %s: only ClusterIP services, headless or not, can be exported", t.namespace, t.name, svc.Spec.Type)
 	}
 	se := &mcsv1a1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Name: t.name, Namespace: t.namespace}}
+	if c.UseClustersetIP != "" {
+		se.Annotations = map[string]string{api.UseClustersetIPAnnotation: c.UseClustersetIP}
+	}
 	_, err = t.mcs.MulticlusterV1alpha1().ServiceExports(t.namespace).Create(ctx, se, metav1.CreateOptions{FieldManager: "snorkel"})
 	switch {
+	case apierrors.IsAlreadyExists(err) && c.UseClustersetIP != "":
+		return setUseClustersetIP(ctx, t, c.UseClustersetIP, out)
 	case apierrors.IsAlreadyExists(err):
 		fmt.Fprintf(out, "Service %s/%s is already exported.\n", t.namespace, t.name)
 		return nil
@@ -117,6 +129,35 @@ func RunExport(c ServiceCommand, out io.Writer) error {
 	fmt.Fprintf(out, "Service %s/%s (%s) exported. The clusterset reaches it as %s.%s.svc.clusterset.local;\n"+
 		"its ServiceExport's conditions report the export: kubectl get serviceexport -n %s %s -o yaml\n",
 		t.namespace, t.name, kind, t.name, t.namespace, t.namespace, t.name)
+	if c.UseClustersetIP == "true" {
+		fmt.Fprintf(out, "The name resolves to a clusterset IP once the agent has allocated one: kubectl get serviceimport -n %s %s -o jsonpath='{.spec.ips}'\n", t.namespace, t.name)
+	}
+	return nil
+}
+
+// setUseClustersetIP sets the clusterset IP annotation of an existing
+// ServiceExport.
+func setUseClustersetIP(ctx context.Context, t *serviceTarget, use string, out io.Writer) error {
+	c := t.mcs.MulticlusterV1alpha1().ServiceExports(t.namespace)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		se, err := c.Get(ctx, t.name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if se.Annotations[api.UseClustersetIPAnnotation] == use {
+			return nil
+		}
+		if se.Annotations == nil {
+			se.Annotations = map[string]string{}
+		}
+		se.Annotations[api.UseClustersetIPAnnotation] = use
+		_, err = c.Update(ctx, se, metav1.UpdateOptions{FieldManager: "snorkel"})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("setting %s on ServiceExport %s/%s: %w", api.UseClustersetIPAnnotation, t.namespace, t.name, err)
+	}
+	fmt.Fprintf(out, "Service %s/%s is already exported; its clusterset IP setting is now %s=%s.\n", t.namespace, t.name, api.UseClustersetIPAnnotation, use)
 	return nil
 }
 
