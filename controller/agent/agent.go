@@ -39,6 +39,9 @@ type Agent struct {
 	// service sync of the current term, if one runs.
 	ipam   *globalnet.IPAM
 	syncer atomic.Pointer[servicesync.Syncer]
+	// clusterset fills the gateway's clusterset IP section; nil when this
+	// cluster has no clusterset IP block.
+	clusterset *clusterset
 
 	// reconcileCh, statusCh and discoverCh wake the leader's loop, the
 	// status writer and NAT discovery; a send never blocks.
@@ -119,6 +122,7 @@ func New(cfg Config) (*Agent, error) {
 	a.factory = dynamicinformer.NewFilteredDynamicSharedInformerFactory(a.brokerDyn, cfg.ResyncPeriod, cfg.Member.BrokerNamespace, nil)
 	a.endpoints = a.watch("Endpoints", submv1.EndpointResource)
 	a.clusters = a.watch("Clusters", submv1.ClusterResource)
+	a.clusterset = a.newClusterset()
 	return a, nil
 }
 
@@ -166,6 +170,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		"cableDriver", a.cfg.Member.CableDriver, "endpoint", endpointName(&a.spec), "natDiscoveryPort", a.cfg.NATDiscoveryPort)
 	a.factory.Start(ctx.Done())
 	defer a.factory.Shutdown()
+	if a.clusterset != nil {
+		a.clusterset.start(ctx.Done())
+		defer a.clusterset.shutdown()
+	}
 
 	statusCtx, stopStatus := context.WithCancel(context.WithoutCancel(ctx))
 	statusDone := make(chan struct{})

@@ -36,6 +36,7 @@ import (
 type recorder struct {
 	mu      sync.Mutex
 	configs []gateway.Config
+	spec    *gateway.Spec // the latest
 	status  []RemoteStatus
 }
 
@@ -43,7 +44,15 @@ func (r *recorder) Apply(_ context.Context, s *gateway.Spec) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.configs = append(r.configs, s.Config())
+	r.spec = s
 	return nil
+}
+
+// lastSpec is the latest spec applied; nil before the first.
+func (r *recorder) lastSpec() *gateway.Spec {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.spec
 }
 
 func (r *recorder) Status() []RemoteStatus {
@@ -132,6 +141,7 @@ func TestAgents(t *testing.T) {
 	}{
 		{"one active gateway per cluster, and a takeover when it stops", testTakeover},
 		{"each cluster's data plane gets the other as a remote", testRemotes},
+		{"clusterset IPs reach the data plane with their backends", testClustersetIP},
 		{"join's gateway flags reach the Endpoint and both data planes", testJoinSettings},
 		{"an agent whose cluster ID another cluster holds publishes nothing", testTakenClusterID},
 		{"the Gateway status mirrors the data plane", testGatewayStatus},

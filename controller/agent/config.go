@@ -235,6 +235,9 @@ func (c *Config) validate() error {
 				bad("Config.Member.GlobalCIDR %q is not an IPv4 CIDR; run `snorkel join` again", m.GlobalCIDR)
 			}
 		}
+		if _, _, err := m.ClustersetIP(); err != nil {
+			bad("Config.Member: clusterset IP: %v; run `snorkel join` again", err)
+		}
 		if m.CableDriver == transport.WireGuard && !isWireGuardKey(c.BackendConfig[BackendConfigPublicKey]) {
 			bad("Config.BackendConfig[%q] is %q; the wireguard cable driver needs the gateway's public key there (base64, 44 characters; `snorkel pubkey < KEYFILE`)",
 				BackendConfigPublicKey, c.BackendConfig[BackendConfigPublicKey])

@@ -15,6 +15,7 @@ import (
 
 	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
 	"github.com/snorkel-net/snorkel/gateway"
+	"github.com/snorkel-net/snorkel/natengine"
 )
 
 // settleDelay gathers a burst of broker changes (a cluster's gateway
@@ -204,7 +205,11 @@ type progress struct {
 // reconcileLoop keeps the published objects and the data plane in step
 // with the broker until ctx ends.
 func (a *Agent) reconcileLoop(ctx context.Context) {
-	if !cache.WaitForCacheSync(ctx.Done(), a.endpoints.HasSynced, a.clusters.HasSynced) {
+	synced := []cache.InformerSynced{a.endpoints.HasSynced, a.clusters.HasSynced}
+	if a.clusterset != nil {
+		synced = append(synced, a.clusterset.synced()...)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return
 	}
 	var t progress
@@ -276,11 +281,11 @@ func (a *Agent) reconcile(ctx context.Context, t *progress) bool {
 		a.setFailure(areaDataplane, errors.New("waiting for Globalnet's IPAM to allocate this cluster's global IPs"))
 		return ok
 	}
-	cfg := build(&a.cfg, rs, rules)
+	cfg := a.gatewaySpec(rs, rules)
 	if reflect.DeepEqual(cfg, t.applied) {
 		return ok
 	}
-	if err := a.cfg.Dataplane.Apply(ctx, build(&a.cfg, rs, rules)); err != nil {
+	if err := a.cfg.Dataplane.Apply(ctx, a.gatewaySpec(rs, rules)); err != nil {
 		a.setFailure(areaDataplane, fmt.Errorf("the data plane refused the configuration: %w", err))
 		return false
 	}
@@ -292,6 +297,16 @@ func (a *Agent) reconcile(ctx context.Context, t *progress) bool {
 	}
 	a.log.Info("gateway configured", "remotes", ids)
 	return ok
+}
+
+// gatewaySpec is build's spec with the clusterset IP section, when this
+// cluster has a block.
+func (a *Agent) gatewaySpec(rs []gateway.RemoteSpec, rules *natengine.Rules) *gateway.Spec {
+	s := build(&a.cfg, rs, rules)
+	if a.clusterset != nil {
+		s.ClustersetIP = a.clusterset.spec()
+	}
+	return s
 }
 
 // publish writes this cluster's Cluster on the broker, then its Endpoint

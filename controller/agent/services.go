@@ -83,6 +83,9 @@ func (a *Agent) runServiceSync(ctx context.Context) error {
 	if a.ipam != nil {
 		cfg.GlobalIPs = a.ipam
 	}
+	if _, block, err := m.ClustersetIP(); err == nil && block.IsValid() {
+		cfg.ClustersetIP = &servicesync.ClustersetIPConfig{CIDR: block, Default: m.ClustersetIPEnabled}
+	}
 	s, err := servicesync.New(cfg)
 	if err != nil {
 		return err

@@ -3,12 +3,15 @@ package servicesync
 import (
 	"fmt"
 	"math"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	mcsv1a1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
+
+	"github.com/snorkel-net/snorkel/controller/api"
 )
 
 // Conflict condition reasons. Lighthouse's names, where the MCS API has
@@ -29,7 +32,17 @@ type exporter struct {
 	// math.MaxInt64 when unknown, so that it sorts last.
 	created int64
 	spec    *mcsv1a1.ServiceImportSpec
+	// use is the cluster's clusterset IP setting ("true", "false", or
+	// empty from an exporter that predates it); vip the clusterset IP its
+	// ServiceImport carries, allocated by vipBy.
+	use   string
+	vip   netip.Addr
+	vipBy string
 }
+
+// useClustersetIP is the exporter's clusterset IP setting; none counts as
+// false, as Lighthouse reads an aggregate that predates the setting.
+func (e *exporter) useClustersetIP() bool { return e.use == "true" }
 
 // exporterOf reads a broker ServiceImport; false if it lacks the source
 // cluster label.
@@ -42,7 +55,27 @@ func exporterOf(si *mcsv1a1.ServiceImport) (exporter, bool) {
 	if err != nil {
 		created = math.MaxInt64
 	}
-	return exporter{cluster: cluster, created: created, spec: &si.Spec}, true
+	e := exporter{cluster: cluster, created: created, spec: &si.Spec,
+		use: si.Annotations[api.UseClustersetIPAnnotation], vipBy: si.Annotations[api.ClustersetIPAllocatedByAnnotation]}
+	if a, err := netip.ParseAddr(si.Annotations[AnnotationClustersetIP]); err == nil && a.Is4() {
+		e.vip = a
+	}
+	return e, true
+}
+
+// clustersetIP is the service's clusterset IP and the cluster that
+// allocated it: the one the oldest exporter of the import's type carries,
+// if the oldest export asks for one.
+func (a *aggregate) clustersetIP() (netip.Addr, string) {
+	if first := a.precedent(); first == nil || a.typ != mcsv1a1.ClusterSetIP || !first.useClustersetIP() {
+		return netip.Addr{}, ""
+	}
+	for _, e := range a.exporters {
+		if e.spec.Type == a.typ && e.vip.IsValid() {
+			return e.vip, e.vipBy
+		}
+	}
+	return netip.Addr{}, ""
 }
 
 // aggregate is the clusterset's view of one service, merged from every

@@ -86,6 +86,11 @@ func startClusterset(tb testing.TB) *clusterset {
 // run starts name's Syncer (with gips, nil without Globalnet) until the
 // clusterset's test ends or stopSyncer is called.
 func (cs *clusterset) run(name string, gips GlobalIPs) *Syncer {
+	return cs.runWith(name, gips, nil)
+}
+
+// runWith is run with the clusterset IP configuration csip (nil for none).
+func (cs *clusterset) runWith(name string, gips GlobalIPs, csip *ClustersetIPConfig) *Syncer {
 	tb := cs.tb
 	m := cs.members[name]
 	local := m.srv.Config()
@@ -95,7 +100,7 @@ func (cs *clusterset) run(name string, gips GlobalIPs) *Syncer {
 	reg := prometheus.NewRegistry()
 	s, err := New(Config{
 		ClusterID: name, Local: kubernetes.NewForConfigOrDie(local), LocalConfig: local,
-		Broker: broker, BrokerNamespace: brokerNS, GlobalIPs: gips,
+		Broker: broker, BrokerNamespace: brokerNS, GlobalIPs: gips, ClustersetIP: csip,
 		Logger:     slog.New(slog.NewTextHandler(logWriter{tb}, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Registerer: reg,
 	})
@@ -252,7 +257,13 @@ func (m *member) writeSlice(tb testing.TB, ns, svc, sliceName string, port int32
 
 func (m *member) export(tb testing.TB, ns, name string) {
 	tb.Helper()
-	se := &mcsv1a1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
+	m.exportAnnotated(tb, ns, name, nil)
+}
+
+// exportAnnotated exports ns/name with annotations on its ServiceExport.
+func (m *member) exportAnnotated(tb testing.TB, ns, name string, annotations map[string]string) {
+	tb.Helper()
+	se := &mcsv1a1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: annotations}}
 	if _, err := m.mcs.MulticlusterV1alpha1().ServiceExports(ns).Create(context.Background(), se, metav1.CreateOptions{}); err != nil {
 		tb.Fatalf("%s: ServiceExport %s/%s: %v", m.name, ns, name, err)
 	}

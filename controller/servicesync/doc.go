@@ -25,10 +25,22 @@
 //     (labelled app.kubernetes.io/managed-by=lighthouse-agent.submariner.io)
 //     with the first exporter's type, the ports merged by name, and
 //     status.clusters listing the clusters whose endpoints are imported.
+//   - Clusterset IPs (Lighthouse's use-clusterset-ip): the oldest export of
+//     a ClusterSetIP service decides whether it has a VIP (the ServiceExport's
+//     lighthouse.submariner.io/use-clusterset-ip annotation, else the
+//     cluster's default); that cluster allocates it from its block
+//     (Config.ClustersetIP) and every exporter that agrees carries it on its
+//     broker ServiceImport (snorkel.io/clusterset-ip, with
+//     lighthouse.submariner.io/clusterset-ip-allocated-by), so it outlives
+//     the allocator's export. Members put it in the merged ServiceImport's
+//     spec.ips. It is freed when no cluster exports the service; a Syncer
+//     takes its VIPs back from the broker when it starts.
 //   - On each ServiceExport: Valid (False with ServiceUnavailable,
-//     UnsupportedServiceType or, under Globalnet, ServiceGlobalIPUnavailable),
-//     Ready (Exported, or ExportFailed) and Conflict (ConflictingType,
-//     ConflictingPorts, or NoConflicts).
+//     UnsupportedServiceType or, under Globalnet, ServiceGlobalIPUnavailable;
+//     True with ClusterSetIPUnavailable when a clusterset IP it asks for
+//     cannot be given), Ready (Exported, or ExportFailed) and Conflict
+//     (ConflictingType, ConflictingPorts, ConflictingClusterSetIPEnablement,
+//     or NoConflicts).
 //
 // Nothing is garbage-collected by owner: unexporting, deleting the
 // Service, or a cluster leaving (RemoveCluster) deletes the broker's

@@ -37,6 +37,9 @@ const fieldManager = "snorkel-servicesync"
 type publication struct {
 	imp    *mcsv1a1.ServiceImport
 	slices []*discoveryv1.EndpointSlice
+	// clustersetConflict says how this cluster's clusterset IP setting
+	// conflicts with the oldest export's; empty when it does not.
+	clustersetConflict string
 }
 
 // syncExport makes the broker hold what this cluster exports of the
@@ -56,7 +59,7 @@ func (s *Syncer) syncExport(ctx context.Context, ns, name string) error {
 	if err != nil {
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, ReasonExportFailed, "Unable to export to the broker: "+err.Error()
 	}
-	conflict := s.conflictCondition(ns, name, pub.imp)
+	conflict := s.conflictCondition(ns, name, pub.imp, pub.clustersetConflict)
 	return errors.Join(err, s.setExportStatus(ctx, se, valid, &ready, &conflict))
 }
 
@@ -108,15 +111,26 @@ func (s *Syncer) publication(se *mcsv1a1.ServiceExport) (*publication, metav1.Co
 	}
 	sources := s.sourceSlices(ns, name)
 	pub := &publication{imp: brokerImport(s.cluster, s.brokerNS, se, svc, typ, ip)}
+	valid := metav1.Condition{Type: string(mcsv1a1.ServiceExportConditionValid), Status: metav1.ConditionTrue,
+		Reason: ReasonValid, Message: fmt.Sprintf("Service %s/%s is exported as %s.", ns, name, typ)}
 	if typ == mcsv1a1.ClusterSetIP {
+		want, unavailable := s.wantsClustersetIP(se)
+		conflict, err := s.clustersetIP(pub.imp, want && unavailable == "")
+		if err != nil {
+			unavailable = err.Error()
+		}
+		if unavailable != "" {
+			valid.Reason = ReasonClustersetIPUnavailable
+			valid.Message = fmt.Sprintf("Service %s/%s is exported as %s without a clusterset IP: %s.", ns, name, typ, unavailable)
+		}
+		pub.clustersetConflict = conflict
 		pub.slices = append(pub.slices, clusterIPSlice(s.cluster, s.brokerNS, svc, ip, sources))
 	} else {
 		for _, src := range sources {
 			pub.slices = append(pub.slices, headlessSlice(s.cluster, s.brokerNS, svc, src, s.gips))
 		}
 	}
-	return pub, metav1.Condition{Type: string(mcsv1a1.ServiceExportConditionValid), Status: metav1.ConditionTrue,
-		Reason: ReasonValid, Message: fmt.Sprintf("Service %s/%s is exported as %s.", ns, name, typ)}
+	return pub, valid
 }
 
 // sourceSlices are the cluster's own EndpointSlices of ns/name, by name.
@@ -204,8 +218,9 @@ func (s *Syncer) deleteBrokerSlice(ctx context.Context, name string) error {
 }
 
 // conflictCondition compares own, this cluster's ServiceImport, with the
-// other clusters' on the broker.
-func (s *Syncer) conflictCondition(ns, name string, own *mcsv1a1.ServiceImport) metav1.Condition {
+// other clusters' on the broker; clustersetConflict, when not empty, is
+// the clusterset IP setting's conflict.
+func (s *Syncer) conflictCondition(ns, name string, own *mcsv1a1.ServiceImport, clustersetConflict string) metav1.Condition {
 	exps := s.brokerExporters(ns, name)
 	exps = slices.DeleteFunc(exps, func(e exporter) bool { return e.cluster == s.cluster })
 	if e, ok := exporterOf(own); ok {
@@ -213,6 +228,14 @@ func (s *Syncer) conflictCondition(ns, name string, own *mcsv1a1.ServiceImport) 
 	}
 	agg := aggregateOf(exps)
 	status, reason, msg := agg.conflict()
+	if clustersetConflict != "" {
+		if status {
+			reason, msg = reason+","+ReasonClustersetIPConflict, msg+"\n"+clustersetConflict
+		} else {
+			reason, msg = ReasonClustersetIPConflict, clustersetConflict
+		}
+		status = true
+	}
 	c := metav1.Condition{Type: string(mcsv1a1.ServiceExportConditionConflict), Status: metav1.ConditionFalse, Reason: reason, Message: msg}
 	if status {
 		c.Status = metav1.ConditionTrue

@@ -11,6 +11,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	mcsv1a1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
+
+	"github.com/snorkel-net/snorkel/controller/api"
 )
 
 // syncImport makes this cluster hold the clusterset's view of the service
@@ -26,6 +28,7 @@ import (
 // broker object has more than one writer.
 func (s *Syncer) syncImport(ctx context.Context, ns, name string) error {
 	agg := aggregateOf(s.brokerExporters(ns, name))
+	s.releaseVIP(ns, name)
 	live := len(agg.clusters) > 0 && s.namespaceReady(ns)
 	if live {
 		if err := s.applyLocalImport(ctx, ns, name, &agg); err != nil {
@@ -86,8 +89,10 @@ func (s *Syncer) localImport(ns, name string) (si *mcsv1a1.ServiceImport, owned 
 }
 
 // applyLocalImport writes the merged ServiceImport: the first exporting
-// cluster's type and session affinity, the merged ports, and the
-// clusters whose endpoints are imported, first exporter first.
+// cluster's type and session affinity, the merged ports, the clusters
+// whose endpoints are imported, first exporter first, and the clusterset
+// IP in spec.ips when the first export asks for one, annotated as
+// Lighthouse annotates its aggregate.
 func (s *Syncer) applyLocalImport(ctx context.Context, ns, name string, agg *aggregate) error {
 	cached, owned := s.localImport(ns, name)
 	if !owned {
@@ -106,6 +111,13 @@ func (s *Syncer) applyLocalImport(ctx context.Context, ns, name string, agg *agg
 	}
 	for _, c := range agg.clusters {
 		want.Status.Clusters = append(want.Status.Clusters, mcsv1a1.ClusterStatus{Cluster: c})
+	}
+	if agg.typ == mcsv1a1.ClusterSetIP && first.use != "" {
+		want.Annotations = map[string]string{api.UseClustersetIPAnnotation: first.use}
+		if vip, by := agg.clustersetIP(); vip.IsValid() {
+			want.Spec.IPs = []string{vip.String()}
+			want.Annotations[api.ClustersetIPAllocatedByAnnotation] = by
+		}
 	}
 	done, err := applyImport(ctx, s.localMCS.MulticlusterV1alpha1().ServiceImports(ns), cached, want)
 	s.metrics.imported(done)

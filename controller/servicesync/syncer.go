@@ -38,6 +38,10 @@ type Config struct {
 	BrokerNamespace string
 	// GlobalIPs gives the Globalnet addresses; nil without Globalnet.
 	GlobalIPs GlobalIPs
+	// ClustersetIP is this cluster's clusterset IP block and default; nil
+	// when it has none. Under Globalnet no service gets a clusterset IP,
+	// and an export that asks for one is told why.
+	ClustersetIP *ClustersetIPConfig
 	// Workers is the number of exports and of imports reconciled at once;
 	// default 8.
 	Workers int
@@ -69,6 +73,11 @@ func (c *Config) validate() error {
 	if errs := validation.IsDNS1123Label(c.BrokerNamespace); len(errs) > 0 {
 		return fmt.Errorf("servicesync: Config.BrokerNamespace %q: %s (e.g. \"submariner-k8s-broker\")", c.BrokerNamespace, errs[0])
 	}
+	if c.ClustersetIP != nil {
+		if err := c.ClustersetIP.validate(); err != nil {
+			return err
+		}
+	}
 	if c.Workers < 0 {
 		return fmt.Errorf("servicesync: Config.Workers %d: must be at least 1, or 0 for the default", c.Workers)
 	}
@@ -90,9 +99,14 @@ type Syncer struct {
 	cluster  string
 	brokerNS string
 	gips     GlobalIPs
-	workers  int
-	log      *slog.Logger
-	metrics  *metrics
+	// vips allocates the clusterset IPs of this cluster's block; nil
+	// without one, and under Globalnet. csDefault is the cluster's
+	// clusterset IP default.
+	vips      *vipPool
+	csDefault bool
+	workers   int
+	log       *slog.Logger
+	metrics   *metrics
 
 	local     kubernetes.Interface
 	localMCS  mcsclient.Interface
@@ -143,6 +157,12 @@ func New(cfg Config) (*Syncer, error) {
 	}
 	if s.workers == 0 {
 		s.workers = 8
+	}
+	if c := cfg.ClustersetIP; c != nil {
+		s.csDefault = c.Default
+		if s.gips == nil {
+			s.vips = newVIPPool(c.CIDR)
+		}
 	}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -264,6 +284,7 @@ func (s *Syncer) Run(ctx context.Context) error {
 		s.log.Warn("stopped before the caches of the member cluster and the broker namespace synced")
 		return nil
 	}
+	s.rebuildVIPs()
 	for range s.workers {
 		wg.Go(func() { s.drain(ctx, "export", s.exportQueue, s.syncExport) })
 		wg.Go(func() { s.drain(ctx, "import", s.importQueue, s.syncImport) })
