@@ -158,6 +158,9 @@ func ensureClustersetIPConfigMap(ctx context.Context, kc kubernetes.Interface, w
 			if apierrors.IsAlreadyExists(err) {
 				return apierrors.NewConflict(corev1.Resource("configmaps"), want.Name, err)
 			}
+			if err == nil {
+				return nil
+			}
 		}
 		if err != nil {
 			return fail(err)
