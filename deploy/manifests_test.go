@@ -237,8 +237,17 @@ func TestRouteAgentDaemonSet(t *testing.T) {
 	if !slices.Equal(c.Args, []string{"route-agent"}) || c.Image != DefaultImage {
 		t.Errorf("args %v image %s, want route-agent and %s", c.Args, c.Image, DefaultImage)
 	}
-	if len(c.Env) != 1 || c.Env[0].Name != "NODE_NAME" || c.Env[0].ValueFrom == nil || c.Env[0].ValueFrom.FieldRef == nil || c.Env[0].ValueFrom.FieldRef.FieldPath != "spec.nodeName" {
-		t.Errorf("env %+v, want NODE_NAME from spec.nodeName", c.Env)
+	if len(c.Env) != 2 || c.Env[0].Name != "NODE_NAME" || c.Env[0].ValueFrom == nil || c.Env[0].ValueFrom.FieldRef == nil || c.Env[0].ValueFrom.FieldRef.FieldPath != "spec.nodeName" {
+		t.Errorf("env %+v, want NODE_NAME from spec.nodeName, then the clusterset IP range", c.Env)
+	}
+	// An older join's Secret lacks the key: optional, so the pods start
+	// and route no clusterset IP range.
+	if len(c.Env) == 2 {
+		e := c.Env[1]
+		if e.Name != "CLUSTERSET_IP_CIDR_RANGE" || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil || e.ValueFrom.SecretKeyRef.Name != "snorkel-agent" ||
+			e.ValueFrom.SecretKeyRef.Key != "clustersetIPCIDRRange" || e.ValueFrom.SecretKeyRef.Optional == nil || !*e.ValueFrom.SecretKeyRef.Optional {
+			t.Errorf("env %+v, want CLUSTERSET_IP_CIDR_RANGE from the optional key clustersetIPCIDRRange of Secret snorkel-agent", e)
+		}
 	}
 }
 

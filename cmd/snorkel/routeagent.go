@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"os/signal"
 	"syscall"
@@ -18,7 +19,7 @@ import (
 )
 
 const routeAgentUsage = "every node's route agent, carrying its pods' traffic for the remote clusters to the active gateway past the CNI's masquerade: " +
-	"snorkel route-agent [--kubeconfig F] [--context C] [--namespace NS] [--node-name N]; remove its routes and nftables table from the node: snorkel route-agent --uninstall"
+	"snorkel route-agent [--kubeconfig F] [--context C] [--namespace NS] [--node-name N] [--clusterset-ip-cidr-range CIDR]; remove its routes and nftables table from the node: snorkel route-agent --uninstall"
 
 func runRouteAgent(args []string) error {
 	fs := flag.NewFlagSet("route-agent", flag.ContinueOnError)
@@ -26,6 +27,8 @@ func runRouteAgent(args []string) error {
 	kubeContext := fs.String("context", "", "kubeconfig context (default the current context)")
 	namespace := fs.String("namespace", api.AgentNamespace, "the namespace of the gateway agents' Gateways")
 	nodeName := fs.String("node-name", os.Getenv("NODE_NAME"), "this node's name, as the Gateways name the gateway nodes (default $NODE_NAME)")
+	clustersetRange := fs.String("clusterset-ip-cidr-range", os.Getenv("CLUSTERSET_IP_CIDR_RANGE"),
+		"the broker's clusterset IP range, routed via the active gateway, when this cluster has a clusterset IP block (default $CLUSTERSET_IP_CIDR_RANGE, which the DaemonSet takes from the agent Secret; empty routes none)")
 	uninstall := fs.Bool("uninstall", false, fmt.Sprintf("remove the routes of protocol %d and the nftables table ip %s from this node, and exit; "+
 		"run it only once the route agent no longer runs here", routeagent.RouteProtocol, routeagent.TableName))
 	if err := fs.Parse(args); err != nil {
@@ -40,6 +43,14 @@ func runRouteAgent(args []string) error {
 	if *nodeName == "" {
 		return errors.New("--node-name is empty: pass this node's name, or set NODE_NAME (the DaemonSet sets it from spec.nodeName)")
 	}
+	var csRange netip.Prefix
+	if *clustersetRange != "" {
+		p, err := netip.ParsePrefix(*clustersetRange)
+		if err != nil || !p.Addr().Is4() || p != p.Masked() {
+			return fmt.Errorf("--clusterset-ip-cidr-range %q is not an IPv4 network: give one such as 243.0.0.0/8, or leave it empty", *clustersetRange)
+		}
+		csRange = p
+	}
 	local, err := broker.LoadKubeconfig(*kubeconfig, *kubeContext)
 	if err != nil {
 		return err
@@ -49,10 +60,11 @@ func runRouteAgent(args []string) error {
 		return err
 	}
 	ra, err := routeagent.New(routeagent.Config{
-		Dynamic:   dyn,
-		Namespace: *namespace,
-		NodeName:  *nodeName,
-		Logger:    slog.New(slog.NewTextHandler(os.Stderr, nil)),
+		Dynamic:           dyn,
+		Namespace:         *namespace,
+		NodeName:          *nodeName,
+		ClustersetIPRange: csRange,
+		Logger:            slog.New(slog.NewTextHandler(os.Stderr, nil)),
 	})
 	if err != nil {
 		return err

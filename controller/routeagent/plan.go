@@ -67,11 +67,17 @@ type plan struct {
 // are the remote CIDRs last known (the destinations of the routes the agent
 // has, and what it last bypassed): with no active gateway they stay,
 // unreachable, since only the active gateway's status lists the remotes.
-func decide(gws []*submv1.Gateway, node string, known []netip.Prefix) plan {
+// clusterset is the clusterset IP range when this cluster has a clusterset
+// IP block (invalid otherwise): the active gateway serves its VIPs, so it
+// is routed and bypassed like a remote CIDR.
+func decide(gws []*submv1.Gateway, node string, known []netip.Prefix, clusterset netip.Prefix) plan {
 	var p plan
 	gw := activeGateway(gws, &p)
 	if gw == nil {
 		cidrs := slices.Clone(known)
+		if clusterset.IsValid() {
+			cidrs = append(cidrs, clusterset.Masked())
+		}
 		for _, g := range gws {
 			cidrs = append(cidrs, remoteCIDRs(g, &p)...)
 		}
@@ -82,7 +88,11 @@ func decide(gws []*submv1.Gateway, node string, known []netip.Prefix) plan {
 		return p
 	}
 	p.active = gw.Name
-	p.bypass = normalize(remoteCIDRs(gw, &p))
+	cidrs := remoteCIDRs(gw, &p)
+	if clusterset.IsValid() {
+		cidrs = append(cidrs, clusterset.Masked())
+	}
+	p.bypass = normalize(cidrs)
 	if gw.Name == node || (gw.Status.LocalEndpoint.Hostname != "" && gw.Status.LocalEndpoint.Hostname == node) {
 		p.gatewayNode = true
 		return p

@@ -52,12 +52,13 @@ func TestDecide(t *testing.T) {
 	c2 := []string{"10.2.0.0/16", "10.102.0.0/16"}
 	c3 := []string{"10.3.0.0/16"}
 	for _, tc := range []struct {
-		name     string
-		gws      []*submv1.Gateway
-		node     string
-		known    []netip.Prefix
-		want     plan
-		problems []string // substrings, one per problem
+		name       string
+		gws        []*submv1.Gateway
+		node       string
+		known      []netip.Prefix
+		clusterset netip.Prefix
+		want       plan
+		problems   []string // substrings, one per problem
 	}{
 		{
 			name: "a worker routes every remote CIDR via the active gateway's private IP",
@@ -65,6 +66,35 @@ func TestDecide(t *testing.T) {
 			node: "worker",
 			want: plan{active: "gw1", routes: routesVia("172.18.0.2", "10.2.0.0/16", "10.3.0.0/16", "10.102.0.0/16"),
 				bypass: prefixes("10.2.0.0/16", "10.3.0.0/16", "10.102.0.0/16")},
+		},
+		{
+			name:       "with a clusterset IP block, a worker routes and bypasses the clusterset IP range via the active gateway too",
+			gws:        []*submv1.Gateway{gw("gw1", "172.18.0.2", active, 1, c3)},
+			node:       "worker",
+			clusterset: netip.MustParsePrefix("243.0.0.0/8"),
+			want: plan{active: "gw1", routes: routesVia("172.18.0.2", "10.3.0.0/16", "243.0.0.0/8"),
+				bypass: prefixes("10.3.0.0/16", "243.0.0.0/8")},
+		},
+		{
+			name:       "the clusterset IP range is routed with no remote connected, for VIPs this cluster alone backs",
+			gws:        []*submv1.Gateway{gw("gw1", "172.18.0.2", active, 1)},
+			node:       "worker",
+			clusterset: netip.MustParsePrefix("243.0.0.0/8"),
+			want:       plan{active: "gw1", routes: routesVia("172.18.0.2", "243.0.0.0/8"), bypass: prefixes("243.0.0.0/8")},
+		},
+		{
+			name:       "the clusterset IP range is unreachable while no gateway is active",
+			gws:        []*submv1.Gateway{gw("gw1", "172.18.0.2", passive, 1)},
+			node:       "worker",
+			clusterset: netip.MustParsePrefix("243.0.0.0/8"),
+			want:       plan{routes: routesVia("", "243.0.0.0/8"), bypass: prefixes("243.0.0.0/8")},
+		},
+		{
+			name:       "the active gateway's node leaves the clusterset IP range to its TUN and bypasses it",
+			gws:        []*submv1.Gateway{gw("gw1", "172.18.0.2", active, 1, c3)},
+			node:       "gw1",
+			clusterset: netip.MustParsePrefix("243.0.0.0/8"),
+			want:       plan{active: "gw1", gatewayNode: true, bypass: prefixes("10.3.0.0/16", "243.0.0.0/8")},
 		},
 		{
 			name: "a passive gateway node routes like a worker",
@@ -140,7 +170,7 @@ func TestDecide(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := decide(tc.gws, tc.node, tc.known)
+			got := decide(tc.gws, tc.node, tc.known, tc.clusterset)
 			problems := got.problems
 			got.problems = nil
 			if got.active != tc.want.active || got.gatewayNode != tc.want.gatewayNode ||

@@ -38,6 +38,11 @@ type Config struct {
 	// NodeName is this node's name, as the gateway agents name their
 	// Gateways (and their status.localEndpoint.hostname).
 	NodeName string
+	// ClustersetIPRange is the broker's clusterset IP range when this
+	// cluster has a clusterset IP block (join's agent Secret key
+	// clustersetIPCIDRRange); invalid when it has none, and nothing is
+	// routed for it.
+	ClustersetIPRange netip.Prefix
 	// Resync is how often the node is set again without a change;
 	// default DefaultResync.
 	Resync time.Duration
@@ -56,6 +61,9 @@ func (c *Config) validate() error {
 	}
 	if c.NodeName == "" {
 		errs = append(errs, errors.New("routeagent: Config.NodeName is empty: give this node's name (the DaemonSet sets NODE_NAME from spec.nodeName)"))
+	}
+	if r := c.ClustersetIPRange; r.IsValid() && (!r.Addr().Is4() || r != r.Masked()) {
+		errs = append(errs, fmt.Errorf("routeagent: Config.ClustersetIPRange %s: give an IPv4 network such as 243.0.0.0/8", r))
 	}
 	if c.Resync < 0 {
 		errs = append(errs, fmt.Errorf("routeagent: Config.Resync %v is negative: give a period such as %v", c.Resync, DefaultResync))
@@ -203,7 +211,7 @@ func (ra *RouteAgent) sync(n *node, force bool) {
 		known = append(known, routeDst(r))
 	}
 	gws, unread := ra.listGateways()
-	p := decide(gws, ra.cfg.NodeName, known)
+	p := decide(gws, ra.cfg.NodeName, known, ra.cfg.ClustersetIPRange)
 	p.problems = append(unread, p.problems...)
 	ra.logPlan(p)
 	var errs []error
