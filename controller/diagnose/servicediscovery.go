@@ -9,7 +9,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	mcsv1a1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
 
+	"github.com/snorkel-net/snorkel/controller/api"
 	"github.com/snorkel-net/snorkel/controller/broker"
+	"github.com/snorkel-net/snorkel/controller/servicesync"
 	"github.com/snorkel-net/snorkel/deploy"
 )
 
@@ -90,10 +92,13 @@ func checkExports(ctx context.Context, c *cluster, r *result) {
 			got := meta.FindStatusCondition(se.Status.Conditions, string(cond.typ))
 			if got != nil && got.Status != cond.want {
 				bad++
-				r.Fail("ServiceExport %s is %s=%s (%s): %s", name, cond.typ, got.Status, got.Reason, exportFix(cond.typ, got.Message))
+				r.Fail("ServiceExport %s is %s=%s (%s): %s", name, cond.typ, got.Status, got.Reason, exportFix(cond.typ, got.Reason, got.Message))
 			}
 		}
-		_, err := c.mcs.MulticlusterV1alpha1().ServiceImports(se.Namespace).Get(ctx, se.Name, metav1.GetOptions{})
+		if v := meta.FindStatusCondition(se.Status.Conditions, string(mcsv1a1.ServiceExportConditionValid)); v != nil && v.Reason == servicesync.ReasonClustersetIPUnavailable {
+			r.Warn("ServiceExport %s: %s", name, v.Message)
+		}
+		si, err := c.mcs.MulticlusterV1alpha1().ServiceImports(se.Namespace).Get(ctx, se.Name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
 			bad++
@@ -101,6 +106,8 @@ func checkExports(ctx context.Context, c *cluster, r *result) {
 		case err != nil:
 			bad++
 			r.Fail("Cannot read the ServiceImport %s: %v", name, err)
+		case len(si.Spec.IPs) > 0:
+			r.detail("ServiceExport %s is imported with clusterset IP %s (allocated by cluster %s)", name, si.Spec.IPs[0], si.Annotations[api.ClustersetIPAllocatedByAnnotation])
 		default:
 			r.detail("ServiceExport %s is imported", name)
 		}
@@ -110,7 +117,10 @@ func checkExports(ctx context.Context, c *cluster, r *result) {
 	}
 }
 
-func exportFix(typ mcsv1a1.ServiceExportConditionType, msg string) string {
+func exportFix(typ mcsv1a1.ServiceExportConditionType, reason, msg string) string {
+	if typ == mcsv1a1.ServiceExportConditionConflict && strings.Contains(reason, servicesync.ReasonClustersetIPConflict) {
+		return msg + "; give the service the same clusterset IP setting in every cluster that exports it (snorkel export service NAME --use-clusterset-ip[=false] sets " + api.UseClustersetIPAnnotation + ")"
+	}
 	if typ == mcsv1a1.ServiceExportConditionConflict {
 		return msg + "; make the service's type and ports the same in every cluster that exports it"
 	}

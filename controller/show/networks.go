@@ -23,5 +23,9 @@ func networkDetails(ac *api.AgentConfig) string {
 	if ac.GlobalCIDR != "" {
 		fmt.Fprintf(&b, "        Global CIDR:     %s\n", ac.GlobalCIDR)
 	}
+	if ac.ClustersetIPCIDR != "" {
+		// subctl's label and spacing.
+		fmt.Fprintf(&b, "        ClustersetIP CIDR:     %s\n", ac.ClustersetIPCIDR)
+	}
 	return b.String()
 }

@@ -130,6 +130,7 @@ gw-c2b   passive     watching the broker's Endpoints: connection refused; writin
         Cluster ID:      c1
         Service CIDRs:   [10.88.0.0/16]
         Cluster CIDRs:   [10.8.0.0/16]
+        ClustersetIP CIDR:     243.0.0.0/20
 
 `,
 		},
@@ -231,6 +232,7 @@ gw-c1   active      All connections (1) are established
         Cluster ID:      c1
         Service CIDRs:   [10.88.0.0/16]
         Cluster CIDRs:   [10.8.0.0/16]
+        ClustersetIP CIDR:     243.0.0.0/20
 
  ✓ Showing versions
 COMPONENT                       REPOSITORY            CONFIGURED   RUNNING       ARCH

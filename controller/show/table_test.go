@@ -129,3 +129,19 @@ func TestResultMarksTheTitleWithTheWorstNote(t *testing.T) {
 		t.Error("contextList")
 	}
 }
+
+func TestNetworkDetailsShowTheClustersetIPCIDRAsSubctlDoes(t *testing.T) {
+	got := networkDetails(&api.AgentConfig{
+		ClusterID: "c1", ClusterCIDRs: []string{"10.7.0.0/16"}, ServiceCIDRs: []string{"10.77.0.0/16"},
+		ClustersetIPCIDR: "243.0.0.0/20", ClustersetIPCIDRRange: "243.0.0.0/8",
+	})
+	want := `    Discovered network details via Snorkel:
+        Cluster ID:      c1
+        Service CIDRs:   [10.77.0.0/16]
+        Cluster CIDRs:   [10.7.0.0/16]
+        ClustersetIP CIDR:     243.0.0.0/20
+`
+	if got != want {
+		t.Errorf("got:\n%s\nwant:\n%s", got, want)
+	}
+}
