@@ -44,3 +44,31 @@ func TestExportTakesFlagsAroundTheName(t *testing.T) {
 		}
 	}
 }
+
+// TestExportUseClustersetIP checks subctl's --use-clusterset-ip: absent
+// leaves the cluster's default, bare means true, =false opts out, and
+// anything else is refused naming the flag; unexport has no such flag.
+func TestExportUseClustersetIP(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"service", "web"}, ""},
+		{[]string{"service", "web", "--use-clusterset-ip"}, "true"},
+		{[]string{"--use-clusterset-ip", "service", "web"}, "true"},
+		{[]string{"service", "web", "--use-clusterset-ip=false"}, "false"},
+		{[]string{"service", "web", "--use-clusterset-ip=TRUE"}, "true"},
+	} {
+		c, err := parseServiceArgs("export", tc.args, io.Discard)
+		if err != nil || c.UseClustersetIP != tc.want || c.Name != "web" {
+			t.Errorf("%q: %+v, %v; want UseClustersetIP %q", tc.args, c, err, tc.want)
+		}
+	}
+	if _, err := parseServiceArgs("export", []string{"service", "web", "--use-clusterset-ip=maybe"}, io.Discard); err == nil ||
+		!strings.Contains(err.Error(), "use-clusterset-ip") || !strings.Contains(err.Error(), "true or false") {
+		t.Errorf("--use-clusterset-ip=maybe: %v, want a refusal naming the flag", err)
+	}
+	if _, err := parseServiceArgs("unexport", []string{"service", "web", "--use-clusterset-ip"}, io.Discard); err == nil {
+		t.Error("unexport accepted --use-clusterset-ip")
+	}
+}
