@@ -83,8 +83,11 @@ func (c *clusterset) synced() []cache.InformerSynced {
 // gateway's own address in this cluster's block, and every merged
 // ServiceImport with a VIP in the range, with its ports and the ready
 // address of each cluster that exports it (its ClusterIP, from the
-// imported EndpointSlice).
-func (c *clusterset) spec() *gateway.ClustersetIPSpec {
+// imported EndpointSlice). owners are the CIDRs of the clusters the
+// gateway knows, this one's and its remotes': a backend of another
+// cluster, or outside its cluster's CIDRs, is left out until the gateway
+// knows it, as the gateway refuses a spec that names it.
+func (c *clusterset) spec(owners map[string][]netip.Prefix) *gateway.ClustersetIPSpec {
 	s := &gateway.ClustersetIPSpec{CIDR: c.rng, SNATAddr: servicesync.ClustersetSNATAddr(c.block)}
 	backends := map[string][]gateway.ClustersetBackend{} // by "ns/name"
 	for _, o := range c.slices.GetStore().List() {
@@ -99,7 +102,7 @@ func (c *clusterset) spec() *gateway.ClustersetIPSpec {
 				continue
 			}
 			for _, v := range ep.Addresses {
-				if addr, err := netip.ParseAddr(v); err == nil && addr.Is4() && cluster != "" {
+				if addr, err := netip.ParseAddr(v); err == nil && addr.Is4() && containsAddr(owners[cluster], addr) {
 					backends[k] = append(backends[k], gateway.ClustersetBackend{Cluster: cluster, Addr: addr})
 				}
 			}
@@ -128,6 +131,15 @@ func (c *clusterset) spec() *gateway.ClustersetIPSpec {
 	}
 	slices.SortFunc(s.Services, func(a, b gateway.ClustersetService) int { return a.VIP.Compare(b.VIP) })
 	return s
+}
+
+func containsAddr(ps []netip.Prefix, a netip.Addr) bool {
+	for _, p := range ps {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // ipProto is the IP protocol number of a Service port's protocol.

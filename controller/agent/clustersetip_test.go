@@ -3,6 +3,7 @@ package agent
 import (
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"reflect"
 	"testing"
 
@@ -89,6 +90,7 @@ func testClustersetIP(t *testing.T, e *env) {
 			t.Fatal(err)
 		}
 	}
+	keyFile := filepath.Join(t.TempDir(), "wg.key")
 	services := func(want ...gateway.ClustersetService) func() (bool, string) {
 		return func() (bool, string) {
 			s := c1.dp.lastSpec()
@@ -96,7 +98,17 @@ func testClustersetIP(t *testing.T, e *env) {
 				return false, "no clusterset IP section"
 			}
 			got := s.ClustersetIP.Services
-			return reflect.DeepEqual(got, want), fmt.Sprintf("services %+v, want %+v", got, want)
+			if !reflect.DeepEqual(got, want) {
+				return false, fmt.Sprintf("services %+v, want %+v", got, want)
+			}
+			// The recorder's spec lacks the key file a gateway node's
+			// settings name; the rest is the gateway's to refuse.
+			v := *s
+			v.Transport.WireGuard = &gateway.WireGuardSpec{PrivateKeyFile: keyFile}
+			if err := v.Validate(); err != nil {
+				return false, "the gateway refuses the spec: " + err.Error()
+			}
+			return true, ""
 		}
 	}
 	vip := netip.MustParseAddr("243.0.16.2")

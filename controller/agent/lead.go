@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"reflect"
+	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -304,7 +306,11 @@ func (a *Agent) reconcile(ctx context.Context, t *progress) bool {
 func (a *Agent) gatewaySpec(rs []gateway.RemoteSpec, rules *natengine.Rules) *gateway.Spec {
 	s := build(&a.cfg, rs, rules)
 	if a.clusterset != nil {
-		s.ClustersetIP = a.clusterset.spec()
+		owners := map[string][]netip.Prefix{s.Cluster.ID: append(slices.Clone(s.Cluster.PodCIDRs), s.Cluster.ServiceCIDRs...)}
+		for _, r := range s.Remotes {
+			owners[r.ID] = append(slices.Clone(r.PodCIDRs), r.ServiceCIDRs...)
+		}
+		s.ClustersetIP = a.clusterset.spec(owners)
 	}
 	return s
 }
