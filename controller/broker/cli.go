@@ -62,11 +62,15 @@ func RunDeployBroker(c DeployBrokerCommand, out io.Writer) error {
 	if d.GlobalnetRange.IsValid() {
 		gn = fmt.Sprintf("Globalnet on: %s, a /%d per cluster", d.GlobalnetRange, 32-bits.TrailingZeros64(d.GlobalnetClusterSize))
 	}
-	cs := "off by default"
-	if d.ClustersetIP {
-		cs = "on by default"
+	if !d.GlobalnetRange.IsValid() {
+		// Clusterset IPs are not supported with Globalnet.
+		cs := "off by default"
+		if d.ClustersetIP {
+			cs = "on by default"
+		}
+		gn += fmt.Sprintf("; clusterset IPs from %s, %s", d.ClustersetIPRange, cs)
 	}
-	fmt.Fprintf(out, "broker ready at %s in namespace %s (%s; clusterset IPs from %s, %s)\n", d.Info.BrokerURL, d.Info.Namespace(), gn, d.ClustersetIPRange, cs)
+	fmt.Fprintf(out, "broker ready at %s in namespace %s (%s)\n", d.Info.BrokerURL, d.Info.Namespace(), gn)
 	fmt.Fprintf(out, "client token of ServiceAccount %s/%s valid until %s\n", d.Info.Namespace(), BrokerClientServiceAccount, d.TokenExpires.UTC().Format(time.RFC3339))
 	fmt.Fprintf(out, "wrote %s: join each member with `snorkel join %s --clusterid ID`; it holds the broker token and the IPsec pre-shared key, keep it secret\n", c.Out, c.Out)
 	return nil
