@@ -339,6 +339,9 @@ func TestAgentChangesTheGatewayInPlace(t *testing.T) {
 			peers[fmt.Sprintf("%x", r.key[:])] = ep
 			cidrs = append(append(cidrs, r.pods...), r.services...)
 		}
+		// Join gave c1 a clusterset IP block: the gateway routes and
+		// guards the broker's clusterset IP range too.
+		cidrs = append(cidrs, broker.DefaultClustersetIPCIDRRange)
 		slices.Sort(cidrs)
 		eventually(t, settle, step, func() (bool, string) {
 			nd, err := ns.look()
