@@ -83,6 +83,10 @@ func (t *Tutorial) Run(ctx context.Context) error {
 		t.globalnetChecks(ctx, a, b)
 	} else {
 		t.checks(ctx, a, b)
+		if err := t.exportClustersetIP(ctx, b); err != nil {
+			return err
+		}
+		t.clustersetIPChecks(ctx, a, b)
 		if err := t.whereami(ctx, a); err != nil {
 			return err
 		}
@@ -90,6 +94,10 @@ func (t *Tutorial) Run(ctx context.Context) error {
 			`"cluster":"`+a.Name+`"`, t.inClient(a, "curl", "-sS", "--max-time", "5", "http://whereami-cs.sample.svc.clusterset.local/")...)
 		t.check(ctx, "http  "+b.Name+".whereami-cs.sample.svc.clusterset.local still answers from "+b.Name,
 			`"cluster":"`+b.Name+`"`, t.inClient(a, "curl", "-sS", "--max-time", "5", "http://"+b.Name+".whereami-cs.sample.svc.clusterset.local/")...)
+		if err := t.exportClustersetIP(ctx, a); err != nil {
+			return err
+		}
+		t.clustersetIPChecks(ctx, a, a)
 	}
 	cable := api.DefaultCableDriver
 	if t.CableDriver != "" {
@@ -151,6 +159,26 @@ func (t *Tutorial) checks(ctx context.Context, a, b Cluster) {
 		t.check(ctx, fmt.Sprintf("http  %s pod %s on %s sees the client's own address %s", b.Name, p.Status.PodIP, p.Spec.NodeName, clientIP),
 			`"client":"`+regexp.QuoteMeta(clientIP)+`:`, curl("http://"+p.Status.PodIP+":8080/")...)
 	}
+}
+
+// clustersetIPRange matches an address of the broker's default clusterset
+// IP range, 243.0.0.0/8.
+const clustersetIPRange = `^243\.[0-9]+\.[0-9]+\.[0-9]+$`
+
+// exportClustersetIP exports whereami-vip in c with a clusterset IP.
+func (t *Tutorial) exportClustersetIP(ctx context.Context, c Cluster) error {
+	return t.snorkel(ctx, "--context", c.Context(), "export", "service", "--namespace", "sample", "whereami-vip", "--use-clusterset-ip")
+}
+
+// clustersetIPChecks check from the client pod on a's worker that
+// whereami-vip resolves to a clusterset IP and that HTTP to it answers
+// from answering: the only exporter, or the local one once a exports too.
+func (t *Tutorial) clustersetIPChecks(ctx context.Context, a, answering Cluster) {
+	fmt.Fprintf(t.Out, "%s → whereami-vip's clusterset IP, %s exporting it\n", a.Name, answering.Name)
+	t.check(ctx, "dns   whereami-vip.sample.svc.clusterset.local is a clusterset IP in 243.0.0.0/8",
+		clustersetIPRange, t.inClient(a, "dig", "+short", "whereami-vip.sample.svc.clusterset.local")...)
+	t.check(ctx, "http  whereami-vip.sample.svc.clusterset.local (the VIP) answers from "+answering.Name,
+		`"cluster":"`+answering.Name+`"`, t.inClient(a, "curl", "-sS", "--max-time", "5", "http://whereami-vip.sample.svc.clusterset.local/")...)
 }
 
 // globalnetChecks are the tutorial's Globalnet checks: the service's name
@@ -317,9 +345,10 @@ func (t *Tutorial) fail(what string) {
 }
 
 // whereamiManifest is the tutorial's whereami services for cluster: a
-// Deployment of three behind the ClusterIP service whereami-cs, and a
-// StatefulSet of three behind the headless whereami-ss, spread over both
-// nodes so that traffic crosses worker to gateway as well.
+// Deployment of three behind the ClusterIP services whereami-cs and
+// whereami-vip (exported with a clusterset IP), and a StatefulSet of three
+// behind the headless whereami-ss, spread over both nodes so that traffic
+// crosses worker to gateway as well.
 func whereamiManifest(cluster, image string) string {
 	workload := func(kind, name, app, extra string) string {
 		return fmt.Sprintf(`apiVersion: apps/v1
@@ -376,6 +405,19 @@ apiVersion: v1
 kind: Service
 metadata:
   name: whereami-cs
+  namespace: sample
+spec:
+  selector:
+    app: whereami
+  ports:
+    - name: http
+      port: 80
+      targetPort: http
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: whereami-vip
   namespace: sample
 spec:
   selector:

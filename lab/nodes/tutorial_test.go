@@ -83,7 +83,11 @@ func TestTutorialOnRealNodes(t *testing.T) {
 				}
 			}
 			verified := "✓ " + sc.Clusters[0].Name + " → " + sc.Clusters[1].Name + ": "
-			for _, want := range []string{"✓ http  whereami-cs.sample.svc.clusterset.local answers from", verified, "all checks passed", "removed " + stateDir} {
+			wants := []string{"✓ http  whereami-cs.sample.svc.clusterset.local answers from", verified, "all checks passed", "removed " + stateDir}
+			if !sc.GlobalnetRange.IsValid() {
+				wants = append(wants, "✓ http  whereami-vip.sample.svc.clusterset.local (the VIP) answers from "+sc.Clusters[0].Name)
+			}
+			for _, want := range wants {
 				if !strings.Contains(out.String(), want) {
 					t.Errorf("the run did not print %q", want)
 				}
