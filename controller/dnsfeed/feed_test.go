@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"slices"
 	"sort"
 	"strings"
@@ -55,6 +56,12 @@ func (c *cluster) namespace(t *testing.T, ns string) {
 // ServiceExport; it returns the ClusterIP.
 func (c *cluster) service(t *testing.T, name, clusterIP string, eps ...discoveryv1.Endpoint) string {
 	t.Helper()
+	return c.serviceExported(t, name, clusterIP, nil, eps...)
+}
+
+// serviceExported is service with annotations on the ServiceExport.
+func (c *cluster) serviceExported(t *testing.T, name, clusterIP string, annotations map[string]string, eps ...discoveryv1.Endpoint) string {
+	t.Helper()
 	ctx := context.Background()
 	svc, err := c.kc.CoreV1().Services("sample").Create(ctx, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "sample"},
@@ -75,7 +82,7 @@ func (c *cluster) service(t *testing.T, name, clusterIP string, eps ...discovery
 		t.Fatalf("%s: EndpointSlice of %s: %v", c.name, name, err)
 	}
 	_, err = c.mcs.MulticlusterV1alpha1().ServiceExports("sample").Create(ctx, &mcsv1a1.ServiceExport{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "sample"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "sample", Annotations: annotations},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("%s: ServiceExport %s: %v", c.name, name, err)
@@ -206,12 +213,14 @@ func TestExportInOneClusterResolvesInAnother(t *testing.T) {
 		cancel()
 		running.Wait()
 	})
+	blocks := map[string]string{"c1": "243.0.0.0/20", "c2": "243.0.16.0/20"}
 	for _, c := range []*cluster{c1, c2} {
 		local := c.srv.Config()
 		local.QPS, local.Burst = 1000, 2000
 		s, err := servicesync.New(servicesync.Config{
 			ClusterID: c.name, Local: kubernetes.NewForConfigOrDie(local), LocalConfig: local,
 			Broker: clusters["broker"].srv.Config(), BrokerNamespace: brokerNS, Logger: logger,
+			ClustersetIP: &servicesync.ClustersetIPConfig{CIDR: netip.MustParsePrefix(blocks[c.name])},
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -270,6 +279,14 @@ func TestExportInOneClusterResolvesInAnother(t *testing.T) {
 	resolves(t, addr, within, "_http._tcp."+ss, dns.TypeSRV, dns.RcodeSuccess,
 		"8080 10-9-0-13.c2."+ss, "8080 whereami-0.c2."+ss)
 	resolves(t, addr, within, "_http._tcp."+cs, dns.TypeSRV, dns.RcodeSuccess, "80 "+cs)
+
+	// A service exported with a clusterset IP answers c2's first VIP, the
+	// address after its gateway's; its <cluster> name still answers the
+	// cluster's own ClusterIP.
+	vip := "whereami-vip.sample.svc.clusterset.local."
+	vip2 := c2.serviceExported(t, "whereami-vip", "", map[string]string{api.UseClustersetIPAnnotation: "true"}, endpoint("10.9.0.30", yes, "", "vip-0"))
+	resolves(t, addr, within, vip, dns.TypeA, dns.RcodeSuccess, "243.0.16.2")
+	resolves(t, addr, within, "c2."+vip, dns.TypeA, dns.RcodeSuccess, vip2)
 
 	// The local cluster exports too: its address wins.
 	ip1 := c1.service(t, "whereami-cs", "", endpoint("10.8.0.20", yes, "", "web-0"))
