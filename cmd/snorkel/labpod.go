@@ -19,7 +19,12 @@ import (
 
 const labPodUsage = `usage: snorkel lab-pod whereami --name POD --cluster ID [--listen ADDR]
        snorkel lab-pod fetch URL [--expect-cluster ID] [--expect-pod NAME] [--expect-client-in CIDR|IP] [--bytes N] [--timeout D] [--retry-until D]
-       snorkel lab-pod resolve NAME [--expect-in CIDR | --expect IP] [--timeout D] [--retry-until D]`
+       snorkel lab-pod resolve NAME [--expect-in CIDR | --expect IP] [--timeout D] [--retry-until D]
+       snorkel lab-pod sniff-udp --port P --token T [--timeout D]
+       snorkel lab-pod send-udp --from IP --to IP:PORT --token T [--for D]
+       snorkel lab-pod ping IP [--count N] [--size BYTES] [--ttl N] [--df]
+       snorkel lab-pod route-mtu IP
+       snorkel lab-pod path-mtu IP --tcp IP:PORT [--lo BYTES] [--hi BYTES]`
 
 // runLabPod is `snorkel lab-pod`, the programs the labs and snorkel
 // verify run inside their pods. It is not meant to be run by hand.
@@ -36,6 +41,8 @@ func runLabPod(args []string) error {
 		return runFetch(ctx, args[1:], http.DefaultClient, os.Stdout)
 	case "resolve":
 		return runResolve(ctx, args[1:], net.DefaultResolver, os.Stdout)
+	case "sniff-udp", "send-udp", "ping", "route-mtu", "path-mtu":
+		return runProbe(ctx, args[0], args[1:], os.Stdout)
 	}
 	return errors.New(labPodUsage)
 }
