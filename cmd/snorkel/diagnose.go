@@ -5,8 +5,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -17,11 +20,13 @@ import (
 )
 
 const diagnoseUsage = "what is misconfigured in a cluster, and how to fix it: snorkel diagnose all|cni|connections|deployment|firewall|k8s-version|kube-proxy-mode|service-discovery|globalnet " +
-	"[--kubeconfig F] [--context C | --contexts C1,C2 | --in-cluster] [--namespace NS] [--validation-timeout 90] [--verbose]"
+	"[--kubeconfig F] [--context C [--remotecontext C2] | --contexts C1,C2 | --in-cluster] [--namespace NS] [--validation-timeout 90] [--image REF] [--no-probes] [--verbose]"
 
-// firewallModes are subctl's `diagnose firewall` subcommands; each runs
-// the firewall check, which reads what the gateways' own probes saw.
-var firewallModes = []string{"intra-cluster", "inter-cluster", "nat-discovery"}
+// firewallModes are subctl's `diagnose firewall` subcommands:
+// inter-cluster probes the tunnel port and health-check path between the
+// gateways, intra-cluster the nodes' path to the gateway node, and
+// nat-discovery runs both.
+var firewallModes = []string{diagnose.FirewallIntra, diagnose.FirewallInter, "nat-discovery"}
 
 // runDiagnose is `snorkel diagnose`.
 func runDiagnose(args []string, out io.Writer) error {
@@ -37,8 +42,9 @@ func runDiagnose(args []string, out io.Writer) error {
 		return err
 	}
 	args = args[1:]
+	mode := ""
 	if check == diagnose.Firewall && len(args) > 0 && slices.Contains(firewallModes, args[0]) {
-		args = args[1:]
+		mode, args = args[0], args[1:]
 	}
 	fs := flag.NewFlagSet("diagnose "+string(check), flag.ContinueOnError)
 	var sel show.Selection
@@ -48,8 +54,13 @@ func runDiagnose(args []string, out io.Writer) error {
 	remote := fs.String("remotecontext", "", "firewall inter-cluster and nat-discovery: the remote cluster's context, diagnosed after --context")
 	inCluster := fs.Bool("in-cluster", false, "diagnose the cluster this runs in, with its pod's ServiceAccount")
 	o := diagnose.Options{Out: out}
+	if mode == diagnose.FirewallInter || mode == diagnose.FirewallIntra {
+		o.Firewall = mode
+	}
+	fs.StringVar(&o.Image, "image", "", "the image the probe pods run (default the agent DaemonSet's, which the nodes have)")
+	noProbes := fs.Bool("no-probes", false, "start no probe pods: the firewall check reads what the gateways reported, and MTU, MSS and masquerade are not probed")
 	fs.StringVar(&o.Namespace, "namespace", api.AgentNamespace, "the agent namespace")
-	timeout := fs.Uint("validation-timeout", 90, "seconds the checks of each cluster may take")
+	timeout := fs.Uint("validation-timeout", 90, "seconds each batch of probe pods may take, and each cluster's checks besides the probes")
 	fs.BoolVar(&o.Verbose, "verbose", false, "print a ✓ line for every object checked, not only the summaries")
 	if err := parseFlags(fs, args, nil, out); err != nil {
 		return err
@@ -79,7 +90,18 @@ func runDiagnose(args []string, out io.Writer) error {
 	}
 	perCluster := time.Duration(*timeout) * time.Second
 	o.RequestTimeout = min(perCluster, 15*time.Second)
-	ctx, cancel := context.WithTimeout(context.Background(), perCluster*time.Duration(len(targets)))
+	o.Probe, o.ProbeTimeout = !*noProbes, perCluster
+	// Each cluster runs up to five batches of probe pods (intra-cluster,
+	// inter-cluster, path, masquerade, and the server they share).
+	budget := perCluster * time.Duration(len(targets))
+	if o.Probe {
+		budget *= 6
+	}
+	// An interrupt ends the checks; the probe pods' namespaces are
+	// deleted all the same.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 	return diagnose.Run(ctx, check, targets, o)
 }

@@ -83,6 +83,10 @@ func checkCNI(ctx context.Context, c *cluster, r *result) {
 	if plugin == cniCalico || plugin == cniCanal {
 		checkCalicoPools(ctx, c, r)
 	}
+	checkRouteAgentCoverage(ctx, c, r)
+	if c.probes != nil {
+		probeMasquerade(ctx, c, r)
+	}
 }
 
 // calicoPoolResource is where Calico keeps its IPPools without its API

@@ -78,6 +78,11 @@ func checkConnections(ctx context.Context, c *cluster, r *result) {
 	if established == len(g.Status.Connections) {
 		r.Success("All %d connections of gateway %q are established", established, g.Name)
 	}
+	if c.probes != nil {
+		for _, peer := range c.peers {
+			probePath(ctx, c, g, peer, r)
+		}
+	}
 }
 
 func message(conn *submv1.Connection) string {

@@ -86,8 +86,26 @@ type Options struct {
 	// RequestTimeout bounds each request to a cluster or the broker;
 	// default 15s.
 	RequestTimeout time.Duration
-	Out            io.Writer
+	// Probe runs probe pods on the nodes (firewall, MTU and MSS, CNI
+	// masquerade); without it those checks read what the gateways
+	// reported.
+	Probe bool
+	// Image is what the probe pods run; empty: each cluster's agent
+	// image, which its nodes have.
+	Image string
+	// ProbeTimeout bounds each batch of probe pods; default 90s.
+	ProbeTimeout time.Duration
+	// Firewall limits the firewall check to FirewallInter or
+	// FirewallIntra; empty runs both.
+	Firewall string
+	Out      io.Writer
 }
+
+// The firewall check's parts, subctl's `diagnose firewall` subcommands.
+const (
+	FirewallInter = "inter-cluster"
+	FirewallIntra = "intra-cluster"
+)
 
 // ErrFailed is returned by Run when a check failed; the ✗ lines say which
 // and how to fix it.
@@ -110,17 +128,41 @@ func Run(ctx context.Context, check Check, targets []show.Target, o Options) err
 	if o.RequestTimeout == 0 {
 		o.RequestTimeout = 15 * time.Second
 	}
+	if o.ProbeTimeout == 0 {
+		o.ProbeTimeout = 90 * time.Second
+	}
 	run := []Check{check}
 	if check == All {
 		run = allOrder
 	}
 	var errs []error
+	// Every cluster is opened first: the probes of one reach the others.
+	opened := make([]*cluster, len(targets))
+	openErrs := make([]error, len(targets))
+	for i, t := range targets {
+		opened[i], openErrs[i] = open(ctx, t, o)
+	}
+	var pr *probes
+	if o.Probe {
+		pr = newProbes(o.Image, o.ProbeTimeout)
+	}
+	for i, c := range opened {
+		if c == nil {
+			continue
+		}
+		c.probes, c.firewall = pr, o.Firewall
+		for j, peer := range opened {
+			if j != i && peer != nil && peer.Agent != nil {
+				c.peers = append(c.peers, peer)
+			}
+		}
+	}
 	failed := false
-	for _, t := range targets {
+	for ti, t := range targets {
 		if o.Header {
 			fmt.Fprintf(o.Out, "Cluster %q\n", t.Cluster)
 		}
-		c, err := open(ctx, t, o)
+		c, err := opened[ti], openErrs[ti]
 		if err != nil {
 			statusline.Write(o.Out, statusline.Fail, err.Error())
 			errs = append(errs, err)
@@ -146,6 +188,13 @@ func Run(ctx context.Context, check Check, targets []show.Target, o Options) err
 			fmt.Fprintln(o.Out)
 		}
 	}
+	if pr != nil {
+		// Also after an interrupt: cleanup outlives ctx.
+		if err := pr.cleanup(ctx); err != nil {
+			statusline.Write(o.Out, statusline.Fail, err.Error())
+			errs = append(errs, err)
+		}
+	}
 	if failed {
 		errs = append(errs, ErrFailed)
 	}
@@ -159,6 +208,13 @@ type cluster struct {
 	mcs mcsclient.Interface
 	// brokerTimeout bounds the requests to the broker.
 	brokerTimeout time.Duration
+	// probes runs the probe pods; nil when Options.Probe is off.
+	probes *probes
+	// peers are the other joined clusters of the run, which the probes
+	// reach.
+	peers []*cluster
+	// firewall is Options.Firewall.
+	firewall string
 }
 
 // open connects to t's cluster and reads the agent configuration.

@@ -15,11 +15,11 @@ import (
 )
 
 // checkFirewall tells whether the tunnel port and the health-check path
-// are open between this cluster's active gateway and each remote one, from
-// what the gateways saw: a connection that is up has carried tunnel
-// packets both ways over the UDP port, and its round-trip times are the
-// health-check probes (ICMP echo between the gateways' health-check IPs,
-// inside the tunnel) answered. It needs the gateway pods running; on a
+// are open between this cluster's active gateway and each remote one, and
+// whether the other nodes reach the gateway node as the route agent needs.
+// With probes it sends packets (probeInterCluster, probeIntraCluster);
+// without, or with no remote cluster to probe, it reads what the gateways
+// saw (firewallFromStatus). It needs the gateway pods running; on a
 // cluster whose agents do not run it says so and checks nothing.
 func checkFirewall(ctx context.Context, c *cluster, r *result) {
 	running, err := runningAgents(ctx, c)
@@ -35,6 +35,31 @@ func checkFirewall(ctx context.Context, c *cluster, r *result) {
 	if g == nil {
 		return
 	}
+	if c.probes == nil {
+		firewallFromStatus(c, g, r)
+		return
+	}
+	if c.firewall != FirewallInter {
+		probeIntraCluster(ctx, c, g, r)
+	}
+	if c.firewall == FirewallIntra {
+		return
+	}
+	if len(c.peers) == 0 {
+		r.Warn("No remote cluster to probe: give its context as well (--remotecontext, or --contexts with both); meanwhile, what the gateways reported:")
+		firewallFromStatus(c, g, r)
+		return
+	}
+	for _, peer := range c.peers {
+		probeInterCluster(ctx, c, g, peer, r)
+	}
+}
+
+// firewallFromStatus judges the firewall from what the gateways saw: a
+// connection that is up has carried tunnel packets both ways over the UDP
+// port, and its round-trip times are the health-check probes (ICMP echo
+// between the gateways' health-check IPs, inside the tunnel) answered.
+func firewallFromStatus(c *cluster, g *submv1.Gateway, r *result) {
 	open := 0
 	for i := range g.Status.Connections {
 		conn := &g.Status.Connections[i]
