@@ -81,6 +81,8 @@ func TestGather(t *testing.T) {
 			" ⚠ Cannot read the log of pod " + agentPod + " on node \"gw-c1\" (the API server reads it from the node's kubelet): ",
 			" ⚠ Cannot read /status of pod " + agentPod + " on node \"gw-c1\" through a port forward to port 9899: ",
 			" ⚠ Cannot read /metrics of pod " + agentPod + " on node \"gw-c1\" through a port forward to port 9898: ",
+			// Without Globalnet the gateway tracks no flows and answers 404.
+			" ✓ Skipped /flows of pod " + agentPod + ": Globalnet is off in this cluster, and only Globalnet tracks flows\n",
 			" ⚠ No pods of the route agent (label selector \"app=submariner-routeagent\") in namespace \"submariner-operator\": is its DaemonSet submariner-routeagent installed and scheduled?\n",
 			" ⚠ No pods of dnsd (label selector \"app=submariner-lighthouse-coredns\") in namespace \"submariner-operator\": is its Deployment submariner-lighthouse-coredns installed and scheduled?\n",
 			" ✓ Found 1 gateways in namespace \"submariner-operator\"\n",

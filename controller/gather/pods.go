@@ -33,15 +33,18 @@ type listener struct {
 	flag, address string
 	// suffix names the file: POD.SUFFIX.
 	suffix string
+	// globalnet: only a gateway with Globalnet serves it (the others
+	// answer 404).
+	globalnet bool
 }
 
 var (
 	agentComponent = component{
 		name: "the agent", workload: "DaemonSet snorkel-agent", selector: "app.kubernetes.io/name=snorkel-agent",
 		listeners: []listener{
-			{"/status", "debug-address", "127.0.0.1:9899", "status.json"},
-			{"/flows", "debug-address", "127.0.0.1:9899", "flows.json"},
-			{"/metrics", "metrics-address", ":9898", "metrics.txt"},
+			{"/status", "debug-address", "127.0.0.1:9899", "status.json", false},
+			{"/flows", "debug-address", "127.0.0.1:9899", "flows.json", true},
+			{"/metrics", "metrics-address", ":9898", "metrics.txt", false},
 		},
 	}
 	// The route agent serves nothing over HTTP: its log and the
@@ -51,7 +54,7 @@ var (
 	}
 	dnsdComponent = component{
 		name: "dnsd", workload: "Deployment submariner-lighthouse-coredns", selector: "app=submariner-lighthouse-coredns",
-		listeners: []listener{{"/metrics", "metrics-address", "", "metrics.txt"}},
+		listeners: []listener{{"/metrics", "metrics-address", "", "metrics.txt", false}},
 	}
 )
 
@@ -141,6 +144,10 @@ func (c *cluster) log(ctx context.Context, s *statusline.Section, p *corev1.Pod,
 func (c *cluster) listeners(ctx context.Context, s *statusline.Section, comp component) {
 	for _, p := range c.runningPods(ctx, s, comp) {
 		for _, l := range comp.listeners {
+			if l.globalnet && c.Agent != nil && c.Agent.GlobalCIDR == "" {
+				s.Success("Skipped %s of pod %s: Globalnet is off in this cluster, and only Globalnet tracks flows", l.path, p.Name)
+				continue
+			}
 			port, err := listenerPort(&p, l)
 			if err != nil {
 				s.Warn("Pod %s serves no %s: %v", p.Name, l.path, err)
