@@ -110,11 +110,7 @@ func (t *Tutorial) Run(ctx context.Context) error {
 	if err := t.snorkel(ctx, "--context", a.Context(), "verify", "--tocontext", b.Context()); err != nil {
 		t.fail("snorkel verify from " + a.Name + " to " + b.Name + ": " + err.Error())
 	}
-	// diagnose's probes reach a remote pod by its own address, which
-	// Globalnet does not give: they run where the CIDRs are distinct.
-	if !sc.GlobalnetRange.IsValid() {
-		t.diagnose(ctx, a, b)
-	}
+	t.diagnose(ctx, a, b)
 	t.gather(ctx, a, b)
 	if len(t.failed) > 0 {
 		return fmt.Errorf("nodes: %d checks failed: %s", len(t.failed), strings.Join(t.failed, "; "))
