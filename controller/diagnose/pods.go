@@ -12,9 +12,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/rand"
+	mcsv1a1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
 
+	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
 	"github.com/snorkel-net/snorkel/controller/broker"
+	"github.com/snorkel-net/snorkel/controller/globalnet"
 )
 
 // Timing of the probe pods.
@@ -220,8 +224,13 @@ func (p *probes) pod(name, batch string, pp probePod) *corev1.Pod {
 	}
 }
 
-// server starts (once) a whereami server on node of c, and returns its
-// pod's address once it is ready.
+// serverName names the whereami pod, and under Globalnet the headless
+// Service that gives it a global IP.
+const serverName = "whereami"
+
+// server starts (once) a whereami server on node of c, and returns the
+// address other clusters reach it at once it is ready: its pod IP, or
+// under Globalnet its global IP.
 func (p *probes) server(ctx context.Context, c *cluster, node string) (netip.Addr, error) {
 	if a, ok := p.servers[c]; ok {
 		return a, nil
@@ -230,7 +239,7 @@ func (p *probes) server(ctx context.Context, c *cluster, node string) (netip.Add
 		return netip.Addr{}, err
 	}
 	pp := probePod{c: c, node: node, args: []string{"lab-pod", "whereami", "--name=diagnose", "--cluster=" + c.Agent.ClusterID, fmt.Sprintf("--listen=:%d", serverPort)}}
-	pod := p.pod("whereami", "server", pp)
+	pod := p.pod(serverName, "server", pp)
 	if err := p.create(ctx, c, pod); err != nil {
 		return netip.Addr{}, err
 	}
@@ -245,12 +254,59 @@ func (p *probes) server(ctx context.Context, c *cluster, node string) (netip.Add
 			if err != nil {
 				return netip.Addr{}, fmt.Errorf("context %s: server pod IP %q: %w", c.Target.Context, got.Status.PodIP, err)
 			}
+			if c.Agent.GlobalCIDR != "" {
+				if a, err = p.globalIP(ctx, c); err != nil {
+					return netip.Addr{}, err
+				}
+			}
 			p.servers[c] = a
 			return a, nil
 		}
 		if time.Now().After(deadline) {
 			return netip.Addr{}, fmt.Errorf("the server pod %s/%s on node %s in context %s did not run within %s (--validation-timeout): %s",
 				p.ns, pod.Name, node, c.Target.Context, p.timeout, podState(got))
+		}
+		if err := sleep(ctx, podPoll); err != nil {
+			return netip.Addr{}, err
+		}
+	}
+}
+
+// globalIP exports the server pod behind a headless Service, as a user
+// exports a StatefulSet, and waits for Globalnet to give the pod its
+// global IP (the GlobalIngressIP pod-POD).
+func (p *probes) globalIP(ctx context.Context, c *cluster) (netip.Addr, error) {
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: serverName, Namespace: p.ns},
+		Spec: corev1.ServiceSpec{
+			ClusterIP: corev1.ClusterIPNone,
+			Selector:  map[string]string{probeLabel: "server"},
+			Ports:     []corev1.ServicePort{{Name: "http", Port: serverPort}},
+		},
+	}
+	if _, err := c.Kube.CoreV1().Services(p.ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		return netip.Addr{}, fmt.Errorf("context %s: creating Service %s/%s: %w", c.Target.Context, p.ns, serverName, err)
+	}
+	export := &mcsv1a1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Name: serverName, Namespace: p.ns}}
+	if _, err := c.mcs.MulticlusterV1alpha1().ServiceExports(p.ns).Create(ctx, export, metav1.CreateOptions{}); err != nil {
+		return netip.Addr{}, fmt.Errorf("context %s: exporting Service %s/%s: %w", c.Target.Context, p.ns, serverName, err)
+	}
+	name := globalnet.PodIngressName(serverName)
+	deadline := time.Now().Add(p.timeout)
+	for {
+		u, err := c.Dynamic.Resource(submv1.GlobalIngressIPResource).Namespace(p.ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return netip.Addr{}, fmt.Errorf("context %s: reading GlobalIngressIP %s/%s: %w", c.Target.Context, p.ns, name, err)
+		}
+		if err == nil {
+			ip, _, _ := unstructured.NestedString(u.Object, "status", "allocatedIP")
+			if a, perr := netip.ParseAddr(ip); perr == nil {
+				return a, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return netip.Addr{}, fmt.Errorf("context %s: the exported server pod got no global IP (GlobalIngressIP %s/%s) within %s: see `snorkel diagnose globalnet` there",
+				c.Target.Context, p.ns, name, p.timeout)
 		}
 		if err := sleep(ctx, podPoll); err != nil {
 			return netip.Addr{}, err

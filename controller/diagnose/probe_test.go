@@ -132,7 +132,14 @@ func TestJudgeMasquerade(t *testing.T) {
 			}
 		})
 	}
-	r := newResult(true)
+	g := p
+	g.GlobalCIDR = "120.1.0.0/24"
+	r := newResult(false)
+	want := "cluster \"c2\" saw a pod of node c1-worker as 198.18.1.11, not an address of this cluster's global CIDR 120.1.0.0/24"
+	if judgeMasquerade(r, podResult{line: "fetch: http://120.2.0.5:8080/ saw the client as 198.18.1.11, want an address in 120.1.0.0/24"}, g) || !strings.Contains(lines(r), want) {
+		t.Errorf("under Globalnet, got\n%s\nwant a failure with %q", lines(r), want)
+	}
+	r = newResult(true)
 	if !judgeMasquerade(r, podResult{ok: true, line: "http://10.9.0.5:8080/ answered from pod diagnose in cluster c2, client 10.8.1.7:40000"}, p) || r.Failed() {
 		t.Errorf("the pod's own address should pass:\n%s", lines(r))
 	}

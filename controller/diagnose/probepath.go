@@ -66,10 +66,6 @@ func readyNodes(ctx context.Context, c *cluster) ([]string, error) {
 // node, the MTU of the device the kernel routes that pod through, the
 // gateway's TUN device.
 func probePath(ctx context.Context, c *cluster, g *submv1.Gateway, peer *cluster, r *result) {
-	if c.Agent.GlobalCIDR != "" {
-		r.Warn("Under Globalnet a remote pod has no address of its own here: the path MTU and MSS to cluster %q are not probed", peer.Agent.ClusterID)
-		return
-	}
 	server, ok := remoteServer(ctx, c, peer, r)
 	if !ok {
 		return
@@ -158,13 +154,14 @@ func judgePath(r *result, p pathProbe) {
 
 // probeMasquerade connects from a pod on every ready node of c to a
 // server pod of each peer, which reports the source it sees: it must be
-// the pod's own address, else a masquerade rule on that node rewrote it.
+// the pod's own address (under Globalnet, one of c's global CIDR), else a
+// masquerade rule on that node rewrote it.
 func probeMasquerade(ctx context.Context, c *cluster, r *result) {
+	expect, in := "their own addresses", "$(POD_IP)"
+	if c.Agent.GlobalCIDR != "" {
+		expect, in = "addresses of this cluster's global CIDR "+c.Agent.GlobalCIDR, c.Agent.GlobalCIDR
+	}
 	for _, peer := range c.peers {
-		if c.Agent.GlobalCIDR != "" {
-			r.Warn("Under Globalnet a remote pod has no address of its own here: the masquerade probe to cluster %q is not run", peer.Agent.ClusterID)
-			continue
-		}
 		server, ok := remoteServer(ctx, c, peer, r)
 		if !ok {
 			continue
@@ -182,7 +179,7 @@ func probeMasquerade(ctx context.Context, c *cluster, r *result) {
 		var pods []probePod
 		for _, n := range nodes {
 			pods = append(pods, probePod{c: c, node: n, args: []string{"lab-pod", "fetch", fmt.Sprintf("http://%s:%d/", server, serverPort),
-				"--expect-cluster=" + peer.Agent.ClusterID, "--expect-client-in=$(POD_IP)", "--timeout=5s", "--retry-until=" + probeWindow.String()}})
+				"--expect-cluster=" + peer.Agent.ClusterID, "--expect-client-in=" + in, "--timeout=5s", "--retry-until=" + probeWindow.String()}})
 		}
 		res, err := c.probes.run(ctx, pods)
 		if err != nil {
@@ -191,12 +188,12 @@ func probeMasquerade(ctx context.Context, c *cluster, r *result) {
 		}
 		good := 0
 		for i, n := range nodes {
-			if judgeMasquerade(r, res[i], masqueradeProbe{Node: n, Peer: peer.Agent.ClusterID, Namespace: c.Namespace, RouteAgent: withAgent[n]}) {
+			if judgeMasquerade(r, res[i], masqueradeProbe{Node: n, Peer: peer.Agent.ClusterID, Namespace: c.Namespace, GlobalCIDR: c.Agent.GlobalCIDR, RouteAgent: withAgent[n]}) {
 				good++
 			}
 		}
 		if good == len(nodes) {
-			r.Success("Pods on all %d nodes reach cluster %q with their own addresses: no masquerade rule rewrites cross-cluster traffic", good, peer.Agent.ClusterID)
+			r.Success("Pods on all %d nodes reach cluster %q with %s: no masquerade rule rewrites cross-cluster traffic", good, peer.Agent.ClusterID, expect)
 		}
 	}
 }
@@ -205,6 +202,9 @@ func probeMasquerade(ctx context.Context, c *cluster, r *result) {
 // words.
 type masqueradeProbe struct {
 	Node, Peer, Namespace string
+	// GlobalCIDR is this cluster's under Globalnet, where the source must
+	// lie; empty without.
+	GlobalCIDR string
 	// RouteAgent: a route agent pod runs on the node.
 	RouteAgent bool
 }
@@ -223,7 +223,11 @@ func judgeMasquerade(r *result, res podResult, p masqueradeProbe) bool {
 	}
 	if _, seen, ok := strings.Cut(res.line, " saw the client as "); ok {
 		seen, _, _ = strings.Cut(seen, ",")
-		r.Fail("A masquerade rule on node %s rewrites cross-cluster traffic: cluster %q saw a pod of node %s as %s, not its own address: %s", p.Node, p.Peer, p.Node, seen, fix)
+		want := "not its own address"
+		if p.GlobalCIDR != "" {
+			want = "not an address of this cluster's global CIDR " + p.GlobalCIDR
+		}
+		r.Fail("A masquerade rule on node %s rewrites cross-cluster traffic: cluster %q saw a pod of node %s as %s, %s: %s", p.Node, p.Peer, p.Node, seen, want, fix)
 		return false
 	}
 	r.Fail("A pod on node %s gets no answer from a pod of cluster %q (%s): a masquerade rule on node %s that gives its traffic the node's address would do that, as the remote gateway drops a source outside this cluster's CIDRs: %s",

@@ -24,14 +24,20 @@ const firewallTable = "lab-firewall"
 // requiring the failure that names the fault, and puts it back: a
 // firewall on b's gateway node dropping the tunnel port, and a's worker
 // without its route agent and the route agent's masquerade bypass. Under
-// Globalnet only the tunnel port is probed: the other probes reach a
-// remote pod by its own address, which Globalnet does not give.
+// Globalnet it only requires that every check passes: the probes reach
+// the remote server pod at its global IP and want a source in a's global
+// CIDR.
 func (t *Tutorial) diagnose(ctx context.Context, a, b Cluster) {
 	contexts := a.Context() + "," + b.Context()
 	port := fmt.Sprint(api.DefaultNATTPort)
 	inter := []string{"diagnose", "firewall", "inter-cluster", "--context", a.Context(), "--remotecontext", b.Context()}
 	if t.Lab.Scenario.GlobalnetRange.IsValid() {
-		t.expect(ctx, "diagnose  firewall inter-cluster passes", true, []string{"✓ UDP port " + port + " is open: datagrams from gateway node " + a.GatewayNode().Name}, inter...)
+		t.expect(ctx, "diagnose  every check passes, probes included, between "+a.Name+" and "+b.Name+" under Globalnet", true,
+			[]string{"✓ UDP port " + port + " is open: datagrams from gateway node " + a.GatewayNode().Name,
+				"with addresses of this cluster's global CIDR " + a.GlobalCIDR.String(),
+				"✓ Packets up to ",
+				"reach the active gateway node"},
+			"diagnose", "all", "--contexts", contexts)
 		return
 	}
 	t.expect(ctx, "diagnose  every check passes, probes included, between "+a.Name+" and "+b.Name, true,
