@@ -1,6 +1,7 @@
 package netprobe
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"net/netip"
@@ -135,4 +136,20 @@ func TestTCPMSS(t *testing.T) {
 	if err != nil || mss < 536 {
 		t.Fatalf("MSS %d, %v", mss, err)
 	}
+}
+
+// FuzzMatchUDP: any bytes a raw socket may hand over are read without a
+// panic, and a match is a datagram to the port that carries the token.
+func FuzzMatchUDP(f *testing.F) {
+	f.Add([]byte{0x45, 0, 0, 33, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2, 0x30, 0x39, 0x11, 0x94, 0, 13, 0, 0, 't', 'o', 'k', 'e', 'n'}, uint16(4500))
+	f.Add([]byte{0x4f, 0, 0, 20}, uint16(0))
+	f.Fuzz(func(t *testing.T, pkt []byte, port uint16) {
+		token := []byte("token")
+		if _, ok := matchUDP(pkt, port, token); ok {
+			ihl := int(pkt[0]&0x0f) * 4
+			if got := uint16(pkt[ihl+2])<<8 | uint16(pkt[ihl+3]); got != port || !bytes.Contains(pkt[ihl+8:], token) {
+				t.Fatalf("matched a datagram to port %d without the token: % x", got, pkt)
+			}
+		}
+	})
 }
