@@ -24,6 +24,9 @@ type nullTransport struct {
 	// changes are the peer changes, as "set SLOT=CLUSTER" and
 	// "remove SLOT".
 	changes []string
+	// overhead, when set, replaces the 60 bytes Overhead reports, as ESP's
+	// shrinks once it negotiated its suite.
+	overhead int
 }
 
 func (n *nullTransport) Send(peer int, bufs [][]byte, offset int) error {
@@ -38,7 +41,12 @@ func (n *nullTransport) Send(peer int, bufs [][]byte, offset int) error {
 	}
 	return nil
 }
-func (n *nullTransport) Overhead() int  { return 60 }
+func (n *nullTransport) Overhead() int {
+	if n.overhead != 0 {
+		return n.overhead
+	}
+	return 60
+}
 func (n *nullTransport) BatchSize() int { return 128 }
 func (n *nullTransport) Close() error   { return nil }
 
@@ -150,6 +158,29 @@ var (
 	c1Pod = netip.MustParseAddr("10.8.1.2")
 	c2Pod = netip.MustParseAddr("10.9.1.2")
 )
+
+// TestClampFollowsTheTUNMTU: once the transport's overhead shrinks (ESP
+// after IKE chose AES-GCM over the AES-CBC it assumed), the MSS clamp
+// stays within the TUN device's MTU, which was set at attach; a larger
+// one would let pods send segments the node cannot route into the device.
+func TestClampFollowsTheTUNMTU(t *testing.T) {
+	g, tr := testGateway(t)
+	tr.keep = true
+	tr.overhead = 40
+	g.setPathMTU()
+	if g.MTU() != 1440 || g.pathMTU.Load() != 1440 {
+		t.Fatalf("TUN MTU %d, path MTU %d; want both 1440", g.MTU(), g.pathMTU.Load())
+	}
+	dev := &replayDevice{reads: 1, batch: [][]byte{ipv4TCP(c1Pod, c2Pod, 64, true)}}
+	if err := g.readLoop(dev); err != nil {
+		t.Fatal(err)
+	}
+	var p packet.Parsed
+	p.Decode(tr.sent[0])
+	if mss, ok := packet.MSS(tr.sent[0], &p); !ok || mss != 1400 {
+		t.Errorf("SYN left with MSS %d (ok %v), want the TUN MTU's 1440-40 = 1400", mss, ok)
+	}
+}
 
 func TestEgressRoutesClampsAndCounts(t *testing.T) {
 	g, tr := testGateway(t)

@@ -186,9 +186,16 @@ func (g *Gateway) attach(tr peerTransport, publicKey string) {
 }
 
 // setPathMTU follows the transport's overhead, which grows when a remote
-// is first reached over IPv6.
+// is first reached over IPv6 and shrinks once ESP has negotiated a cheaper
+// suite than the costliest it assumed. It never exceeds the TUN device's
+// MTU, fixed at attach: a larger MSS clamp would let pods send segments
+// the node cannot route into the device.
 func (g *Gateway) setPathMTU() {
-	g.pathMTU.Store(int64(g.spec.UnderlayMTU - g.tr.Overhead()))
+	mtu := g.spec.UnderlayMTU - g.tr.Overhead()
+	if g.mtu > 0 {
+		mtu = min(mtu, g.mtu)
+	}
+	g.pathMTU.Store(int64(mtu))
 }
 
 // MTU is the MTU the TUN device should have.
