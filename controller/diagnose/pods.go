@@ -19,6 +19,7 @@ import (
 	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
 	"github.com/snorkel-net/snorkel/controller/broker"
 	"github.com/snorkel-net/snorkel/controller/globalnet"
+	"github.com/snorkel-net/snorkel/controller/internal/podstate"
 )
 
 // Timing of the probe pods.
@@ -164,14 +165,14 @@ func (p *probes) run(ctx context.Context, pods []probePod) ([]podResult, error) 
 			case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
 				results[i] = podResult{ok: pod.Status.Phase == corev1.PodSucceeded, line: lastLogLine(ctx, pp.c, pod)}
 			case expired:
-				results[i] = podResult{line: fmt.Sprintf("probe pod %s on node %s did not finish within %s (--validation-timeout): %s", names[i], pp.node, p.timeout, podState(pod))}
+				results[i] = podResult{line: fmt.Sprintf("probe pod %s on node %s did not finish within %s (--validation-timeout): %s", names[i], pp.node, p.timeout, podstate.Describe(pod))}
 			default:
 				continue
 			}
 			delete(pending, i)
 		}
 		if len(pending) > 0 {
-			if err := sleep(ctx, podPoll); err != nil {
+			if err := podstate.Sleep(ctx, podPoll); err != nil {
 				return nil, err
 			}
 		}
@@ -191,7 +192,7 @@ func (p *probes) create(ctx context.Context, c *cluster, pod *corev1.Pod) error 
 		if !apierrors.IsForbidden(err) || time.Now().After(deadline) {
 			return fmt.Errorf("context %s: creating probe pod %s: %w", c.Target.Context, pod.Name, err)
 		}
-		if err := sleep(ctx, podPoll); err != nil {
+		if err := podstate.Sleep(ctx, podPoll); err != nil {
 			return err
 		}
 	}
@@ -264,9 +265,9 @@ func (p *probes) server(ctx context.Context, c *cluster, node string) (netip.Add
 		}
 		if time.Now().After(deadline) {
 			return netip.Addr{}, fmt.Errorf("the server pod %s/%s on node %s in context %s did not run within %s (--validation-timeout): %s",
-				p.ns, pod.Name, node, c.Target.Context, p.timeout, podState(got))
+				p.ns, pod.Name, node, c.Target.Context, p.timeout, podstate.Describe(got))
 		}
-		if err := sleep(ctx, podPoll); err != nil {
+		if err := podstate.Sleep(ctx, podPoll); err != nil {
 			return netip.Addr{}, err
 		}
 	}
@@ -308,7 +309,7 @@ func (p *probes) globalIP(ctx context.Context, c *cluster) (netip.Addr, error) {
 			return netip.Addr{}, fmt.Errorf("context %s: the exported server pod got no global IP (GlobalIngressIP %s/%s) within %s: see `snorkel diagnose globalnet` there",
 				c.Target.Context, p.ns, name, p.timeout)
 		}
-		if err := sleep(ctx, podPoll); err != nil {
+		if err := podstate.Sleep(ctx, podPoll); err != nil {
 			return netip.Addr{}, err
 		}
 	}
@@ -319,41 +320,14 @@ func (p *probes) globalIP(ctx context.Context, c *cluster) (netip.Addr, error) {
 func lastLogLine(ctx context.Context, c *cluster, pod *corev1.Pod) string {
 	b, err := c.Kube.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
 	if err != nil {
-		return fmt.Sprintf("%s (reading the log of probe pod %s: %v)", podState(pod), pod.Name, err)
+		return fmt.Sprintf("%s (reading the log of probe pod %s: %v)", podstate.Describe(pod), pod.Name, err)
 	}
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	last := strings.TrimPrefix(lines[len(lines)-1], "snorkel lab-pod: ")
 	if last == "" {
-		return podState(pod)
+		return podstate.Describe(pod)
 	}
 	return last
-}
-
-// podState says what a pod is doing, in kubectl get pods' words.
-func podState(p *corev1.Pod) string {
-	for _, cs := range p.Status.ContainerStatuses {
-		switch {
-		case cs.State.Waiting != nil:
-			return strings.TrimSpace(cs.State.Waiting.Reason + " " + cs.State.Waiting.Message)
-		case cs.State.Terminated != nil:
-			return fmt.Sprintf("%s, exit code %d", cs.State.Terminated.Reason, cs.State.Terminated.ExitCode)
-		}
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Status != corev1.ConditionTrue && c.Message != "" {
-			return fmt.Sprintf("%s: %s", p.Status.Phase, c.Message)
-		}
-	}
-	return string(p.Status.Phase)
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(d):
-		return nil
-	}
 }
 
 // agentImage is the image of c's agent DaemonSet, which its nodes have.

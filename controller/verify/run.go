@@ -17,6 +17,7 @@ import (
 	mcsclient "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
 
 	"github.com/snorkel-net/snorkel/controller/broker"
+	"github.com/snorkel-net/snorkel/controller/internal/podstate"
 	"github.com/snorkel-net/snorkel/controller/show"
 )
 
@@ -258,10 +259,10 @@ func waitForServers(ctx context.Context, to member, ns string, timeout time.Dura
 		ready := 0
 		var states []string
 		for _, p := range list.Items {
-			if podReady(&p) && p.Status.PodIP != "" {
+			if podstate.Ready(&p) && p.Status.PodIP != "" {
 				ready++
 			}
-			states = append(states, p.Name+": "+podState(&p))
+			states = append(states, p.Name+": "+podstate.Describe(&p))
 		}
 		if ready == 2 && len(list.Items) == 2 {
 			slices.SortFunc(list.Items, func(a, b corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
@@ -273,7 +274,7 @@ func waitForServers(ctx context.Context, to member, ns string, timeout time.Dura
 			}
 			return nil, fmt.Errorf("the servers in context %s were not ready after %s (--timeout): %s", to.Context, timeout, strings.Join(states, "; "))
 		}
-		if err := sleep(ctx, pollInterval); err != nil {
+		if err := podstate.Sleep(ctx, pollInterval); err != nil {
 			return nil, err
 		}
 	}
@@ -322,7 +323,7 @@ func runChecks(ctx context.Context, from member, ns string, o Options, checks []
 				if !expired {
 					continue
 				}
-				r.Detail = fmt.Sprintf("did not finish within %s: %s", wait, podState(&p))
+				r.Detail = fmt.Sprintf("did not finish within %s: %s", wait, podstate.Describe(&p))
 			}
 			delete(pending, p.Name)
 		}
@@ -333,7 +334,7 @@ func runChecks(ctx context.Context, from member, ns string, o Options, checks []
 			break
 		}
 		if len(pending) > 0 {
-			if err := sleep(ctx, pollInterval); err != nil {
+			if err := podstate.Sleep(ctx, pollInterval); err != nil {
 				return nil, err
 			}
 		}
@@ -346,13 +347,13 @@ func runChecks(ctx context.Context, from member, ns string, o Options, checks []
 func checkLog(ctx context.Context, from member, p *corev1.Pod) (log, last string) {
 	b, err := from.Kube.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
 	if err != nil {
-		return "", fmt.Sprintf("%s (reading the log: %v)", podState(p), err)
+		return "", fmt.Sprintf("%s (reading the log: %v)", podstate.Describe(p), err)
 	}
 	log = string(b)
 	lines := strings.Split(strings.TrimSpace(log), "\n")
 	last = strings.TrimPrefix(lines[len(lines)-1], "snorkel lab-pod: ")
 	if last == "" {
-		last = podState(p)
+		last = podstate.Describe(p)
 	}
 	return log, last
 }
@@ -372,38 +373,10 @@ func waitForServiceAccount(ctx context.Context, m member, ns string, timeout tim
 		case time.Now().After(deadline):
 			return fmt.Errorf("context %s: namespace %s has no default ServiceAccount after %s: is kube-controller-manager running?", m.Context, ns, timeout)
 		}
-		if err := sleep(ctx, pollInterval); err != nil {
+		if err := podstate.Sleep(ctx, pollInterval); err != nil {
 			return err
 		}
 	}
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-// podState says what a pod is doing, in kubectl get pods' words where it
-// waits or failed.
-func podState(p *corev1.Pod) string {
-	for _, cs := range p.Status.ContainerStatuses {
-		switch {
-		case cs.State.Waiting != nil:
-			return strings.TrimSpace(cs.State.Waiting.Reason + " " + cs.State.Waiting.Message)
-		case cs.State.Terminated != nil:
-			return fmt.Sprintf("%s, exit code %d", cs.State.Terminated.Reason, cs.State.Terminated.ExitCode)
-		}
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Status != corev1.ConditionTrue && c.Message != "" {
-			return fmt.Sprintf("%s: %s", p.Status.Phase, c.Message)
-		}
-	}
-	return string(p.Status.Phase)
 }
 
 func nodeNames(nodes []Node) string {
@@ -412,13 +385,4 @@ func nodeNames(nodes []Node) string {
 		s[i] = n.String()
 	}
 	return strings.Join(s, " and ")
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(d):
-		return nil
-	}
 }

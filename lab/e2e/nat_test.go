@@ -84,24 +84,9 @@ type natEnv struct {
 
 func upNAT(t *testing.T, kind, tag string) *natEnv {
 	t.Helper()
-	prefix := fmt.Sprintf("e2%d%s-", os.Getpid()%100000, tag)
-	tp, err := topo.New(topo.Options{Prefix: prefix, LogDir: t.TempDir(), Binary: snorkelBin})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, p := range tp.Processes() {
-				if b, err := os.ReadFile(p.Log); err == nil {
-					t.Logf("log of %s:\n%s", p.Name, b)
-				}
-			}
-		}
-		if err := tp.Close(); err != nil {
-			t.Errorf("topology down: %v", err)
-		}
-	})
+	tp := newTopology(t, tag)
 	e := &natEnv{t: t, transport: kind}
+	var err error
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -281,4 +266,28 @@ func (e *natEnv) mapping(t *testing.T) netip.AddrPort {
 		}
 	}
 	return netip.AddrPort{}
+}
+
+// newTopology starts an empty topology whose names carry tag, logs its
+// processes' output when the test fails, and closes it at the end.
+func newTopology(t *testing.T, tag string) *topo.Topology {
+	t.Helper()
+	prefix := fmt.Sprintf("e2%d%s-", os.Getpid()%100000, tag)
+	tp, err := topo.New(topo.Options{Prefix: prefix, LogDir: t.TempDir(), Binary: snorkelBin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, p := range tp.Processes() {
+				if b, err := os.ReadFile(p.Log); err == nil {
+					t.Logf("log of %s:\n%s", p.Name, b)
+				}
+			}
+		}
+		if err := tp.Close(); err != nil {
+			t.Errorf("topology down: %v", err)
+		}
+	})
+	return tp
 }

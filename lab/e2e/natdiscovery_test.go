@@ -127,23 +127,7 @@ type discoveryEnv struct {
 
 func upDiscovery(t *testing.T) *discoveryEnv {
 	t.Helper()
-	prefix := fmt.Sprintf("e2%dnd-", os.Getpid()%100000)
-	tp, err := topo.New(topo.Options{Prefix: prefix, LogDir: t.TempDir(), Binary: snorkelBin})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, p := range tp.Processes() {
-				if b, err := os.ReadFile(p.Log); err == nil {
-					t.Logf("log of %s:\n%s", p.Name, b)
-				}
-			}
-		}
-		if err := tp.Close(); err != nil {
-			t.Errorf("topology down: %v", err)
-		}
-	})
+	tp := newTopology(t, "nd")
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
