@@ -46,7 +46,7 @@ func runAgent(args []string) error {
 	healthCheckIP := fs.String("health-check-ip", "", "this gateway's address on its TUN device, published for other gateways' health probes (default the node's address in the cluster's Pod CIDRs, else --private-ip; none when the cluster joined with --health-check=false)")
 	keyFile := fs.String("wireguard-key-file", "/var/lib/snorkel/wireguard.key", "WireGuard private key, made if missing (wireguard cable driver only)")
 	tunName := fs.String("tun", gateway.DefaultTUNName, "the gateway's TUN device")
-	metrics := fs.String("metrics-address", ":9898", "where the gateway serves /metrics and /healthz; empty for none")
+	metrics := fs.String("metrics-address", fmt.Sprintf(":%d", agent.DefaultMetricsPort), "where the gateway serves /metrics and /healthz; empty for none")
 	debug := addDebugFlags(fs)
 	out := fs.String("dataplane-config-out", "", "write each gateway configuration to this file, as snorkel gateway --config reads it, instead of running the gateway in this process")
 	if err := fs.Parse(args); err != nil {

@@ -19,14 +19,8 @@ import (
 	"github.com/snorkel-net/snorkel/controller/show"
 )
 
-const diagnoseUsage = "what is misconfigured in a cluster, and how to fix it: snorkel diagnose all|cni|connections|deployment|firewall|k8s-version|kube-proxy-mode|service-discovery|globalnet " +
+const diagnoseUsage = "what is misconfigured in a cluster, and how to fix it: snorkel diagnose all|cni|connections|deployment|firewall [intra-cluster|metrics|inter-cluster|nat-discovery]|k8s-version|kube-proxy-mode|service-discovery|globalnet " +
 	"[--kubeconfig F] [--context C [--remotecontext C2] | --contexts C1,C2 | --in-cluster] [--namespace NS] [--validation-timeout 90] [--image REF] [--no-probes] [--verbose]"
-
-// firewallModes are subctl's `diagnose firewall` subcommands:
-// inter-cluster probes the tunnel port and health-check path between the
-// gateways, intra-cluster the nodes' path to the gateway node, and
-// nat-discovery runs both.
-var firewallModes = []string{diagnose.FirewallIntra, diagnose.FirewallInter, "nat-discovery"}
 
 // runDiagnose is `snorkel diagnose`.
 func runDiagnose(args []string, out io.Writer) error {
@@ -43,7 +37,7 @@ func runDiagnose(args []string, out io.Writer) error {
 	}
 	args = args[1:]
 	mode := ""
-	if check == diagnose.Firewall && len(args) > 0 && slices.Contains(firewallModes, args[0]) {
+	if check == diagnose.Firewall && len(args) > 0 && slices.Contains(diagnose.FirewallParts, args[0]) {
 		mode, args = args[0], args[1:]
 	}
 	fs := flag.NewFlagSet("diagnose "+string(check), flag.ContinueOnError)
@@ -53,10 +47,7 @@ func runDiagnose(args []string, out io.Writer) error {
 	contexts := fs.String("contexts", "", "diagnose these kubeconfig contexts, comma-separated (default every context, one per cluster)")
 	remote := fs.String("remotecontext", "", "firewall inter-cluster and nat-discovery: the remote cluster's context, diagnosed after --context")
 	inCluster := fs.Bool("in-cluster", false, "diagnose the cluster this runs in, with its pod's ServiceAccount")
-	o := diagnose.Options{Out: out}
-	if mode == diagnose.FirewallInter || mode == diagnose.FirewallIntra {
-		o.Firewall = mode
-	}
+	o := diagnose.Options{Out: out, Firewall: mode}
 	fs.StringVar(&o.Image, "image", "", "the image the probe pods run (default the agent DaemonSet's, which the nodes have)")
 	noProbes := fs.Bool("no-probes", false, "start no probe pods: the firewall check reads what the gateways reported, and MTU, MSS and masquerade are not probed")
 	fs.StringVar(&o.Namespace, "namespace", api.AgentNamespace, "the agent namespace")
@@ -91,8 +82,9 @@ func runDiagnose(args []string, out io.Writer) error {
 	perCluster := time.Duration(*timeout) * time.Second
 	o.RequestTimeout = min(perCluster, 15*time.Second)
 	o.Probe, o.ProbeTimeout = !*noProbes, perCluster
-	// Each cluster runs up to five batches of probe pods (intra-cluster,
-	// inter-cluster, path, masquerade, and the server they share).
+	// Each cluster runs up to five batches of probe pods (intra-cluster
+	// with metrics, inter-cluster with NAT discovery, path, masquerade,
+	// and the server they share).
 	budget := perCluster * time.Duration(len(targets))
 	if o.Probe {
 		budget *= 6

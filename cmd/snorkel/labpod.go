@@ -24,7 +24,8 @@ const labPodUsage = `usage: snorkel lab-pod whereami --name POD --cluster ID [--
        snorkel lab-pod send-udp --from IP --to IP:PORT --token T [--for D]
        snorkel lab-pod ping IP [--count N] [--size BYTES] [--ttl N] [--df]
        snorkel lab-pod route-mtu IP
-       snorkel lab-pod path-mtu IP --tcp IP:PORT [--lo BYTES] [--hi BYTES]`
+       snorkel lab-pod path-mtu IP --tcp IP:PORT [--lo BYTES] [--hi BYTES]
+       snorkel lab-pod tcp-connect IP:PORT [--count N] [--dial-timeout D]`
 
 // runLabPod is `snorkel lab-pod`, the programs the labs and snorkel
 // verify run inside their pods. It is not meant to be run by hand.
@@ -41,7 +42,7 @@ func runLabPod(args []string) error {
 		return runFetch(ctx, args[1:], http.DefaultClient, os.Stdout)
 	case "resolve":
 		return runResolve(ctx, args[1:], net.DefaultResolver, os.Stdout)
-	case "sniff-udp", "send-udp", "ping", "route-mtu", "path-mtu":
+	case "sniff-udp", "send-udp", "ping", "route-mtu", "path-mtu", "tcp-connect":
 		return runProbe(ctx, args[0], args[1:], os.Stdout)
 	}
 	return errors.New(labPodUsage)

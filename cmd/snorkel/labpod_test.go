@@ -129,3 +129,40 @@ func dnsStub(t *testing.T, names map[string][]string) *net.Resolver {
 		return d.DialContext(ctx, "udp", pc.LocalAddr().String())
 	}}
 }
+
+func TestLabPodTCPConnect(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := ln.Addr().String()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	// A port nothing listens on: one taken and given back.
+	spare, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := spare.Addr().String()
+	spare.Close()
+	defer ln.Close()
+
+	var out bytes.Buffer
+	if err := runProbe(context.Background(), "tcp-connect", []string{open}, &out); err != nil || out.String() != "connected to "+open+"\n" {
+		t.Errorf("an open port: %v, printed %q", err, out.String())
+	}
+	out.Reset()
+	if err := runProbe(context.Background(), "tcp-connect", []string{closed, "--count=2"}, &out); err == nil || !strings.Contains(err.Error(), "tcp-connect: dial tcp "+closed) {
+		t.Errorf("a closed port: %v, want a tcp-connect error naming %s", err, closed)
+	}
+	if err := runProbe(context.Background(), "tcp-connect", []string{"nonsense"}, &out); err == nil || !strings.Contains(err.Error(), "tcp-connect:") {
+		t.Errorf("a bad address: %v, want a tcp-connect error", err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"time"
 
@@ -23,13 +24,14 @@ func runProbe(ctx context.Context, name string, args []string, out io.Writer) er
 	from := fs.String("from", "", "send-udp: the local address to send from")
 	to := fs.String("to", "", "send-udp: the address and port to send to")
 	sendFor := fs.Duration("for", 30*time.Second, "send-udp: how long to send, one datagram every 200ms")
-	count := fs.Int("count", 3, "ping: echo requests to send")
+	count := fs.Int("count", 3, "ping: echo requests to send; tcp-connect: attempts")
 	size := fs.Int("size", 0, "ping: each packet's IPv4 length (default 84)")
 	ttl := fs.Int("ttl", 0, "ping: the packets' TTL (default the system's)")
 	df := fs.Bool("df", false, "ping: set don't-fragment")
 	tcp := fs.String("tcp", "", "path-mtu: a TCP server (IP:PORT) whose MSS to read")
 	lo := fs.Int("lo", 576, "path-mtu: the smallest size to try")
 	hi := fs.Int("hi", 1500, "path-mtu: the largest size to try")
+	dial := fs.Duration("dial-timeout", 5*time.Second, "tcp-connect: how long each attempt may take")
 	var rest []string
 	if err := parseFlags(fs, args, &rest, out); err != nil {
 		return err
@@ -101,7 +103,37 @@ func runProbe(ctx context.Context, name string, args []string, out io.Writer) er
 			return fmt.Errorf("path-mtu: %w", err)
 		}
 		line = fmt.Sprintf(netprobe.PathLine, mss, largest)
+	case "tcp-connect":
+		if len(rest) != 1 {
+			return errors.New("tcp-connect: give one IP:PORT")
+		}
+		addr, err := netip.ParseAddrPort(rest[0])
+		if err != nil {
+			return fmt.Errorf("tcp-connect: %w", err)
+		}
+		if err := tcpConnect(ctx, addr, *count, *dial); err != nil {
+			return fmt.Errorf("tcp-connect: %w", err)
+		}
+		line = fmt.Sprintf(netprobe.ConnectedLine, addr)
 	}
 	_, err := fmt.Fprintln(out, line)
+	return err
+}
+
+// tcpConnect opens and closes a TCP connection to addr, trying up to
+// attempts times, each bounded by timeout: one lost SYN is not a closed
+// port.
+func tcpConnect(ctx context.Context, addr netip.AddrPort, attempts int, timeout time.Duration) error {
+	var err error
+	for range max(attempts, 1) {
+		d := net.Dialer{Timeout: timeout}
+		var c net.Conn
+		if c, err = d.DialContext(ctx, "tcp", addr.String()); err == nil {
+			return c.Close()
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
 	return err
 }

@@ -88,6 +88,10 @@ const (
 	BackendConfigNATDiscoveryPort = "natt-discovery-port"
 )
 
+// DefaultMetricsPort is the port of the agent's /metrics and /healthz
+// listener (`snorkel agent --metrics-address`) by default.
+const DefaultMetricsPort = 9898
+
 // Config configures an Agent.
 type Config struct {
 	// Member is this cluster's agent configuration, as `snorkel join`

@@ -95,17 +95,23 @@ type Options struct {
 	Image string
 	// ProbeTimeout bounds each batch of probe pods; default 90s.
 	ProbeTimeout time.Duration
-	// Firewall limits the firewall check to FirewallInter or
-	// FirewallIntra; empty runs both.
+	// Firewall limits the firewall check to one of its parts
+	// (FirewallInter, FirewallIntra, FirewallNATDiscovery,
+	// FirewallMetrics); empty runs them all.
 	Firewall string
 	Out      io.Writer
 }
 
 // The firewall check's parts, subctl's `diagnose firewall` subcommands.
 const (
-	FirewallInter = "inter-cluster"
-	FirewallIntra = "intra-cluster"
+	FirewallInter        = "inter-cluster"
+	FirewallIntra        = "intra-cluster"
+	FirewallNATDiscovery = "nat-discovery"
+	FirewallMetrics      = "metrics"
 )
+
+// FirewallParts are the firewall check's parts, in the order they run.
+var FirewallParts = []string{FirewallIntra, FirewallMetrics, FirewallInter, FirewallNATDiscovery}
 
 // ErrFailed is returned by Run when a check failed; the ✗ lines say which
 // and how to fix it.

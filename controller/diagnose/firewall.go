@@ -39,10 +39,11 @@ func checkFirewall(ctx context.Context, c *cluster, r *result) {
 		firewallFromStatus(c, g, r)
 		return
 	}
-	if c.firewall != FirewallInter {
-		probeIntraCluster(ctx, c, g, r)
+	part := func(p string) bool { return c.firewall == "" || c.firewall == p }
+	if part(FirewallIntra) || part(FirewallMetrics) {
+		probeIntraCluster(ctx, c, g, part(FirewallIntra), part(FirewallMetrics), r)
 	}
-	if c.firewall == FirewallIntra {
+	if !part(FirewallInter) && !part(FirewallNATDiscovery) {
 		return
 	}
 	if len(c.peers) == 0 {
@@ -51,7 +52,7 @@ func checkFirewall(ctx context.Context, c *cluster, r *result) {
 		return
 	}
 	for _, peer := range c.peers {
-		probeInterCluster(ctx, c, g, peer, r)
+		probeInterCluster(ctx, c, g, peer, part(FirewallInter), part(FirewallNATDiscovery), r)
 	}
 }
 

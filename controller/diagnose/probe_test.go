@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/snorkel-net/snorkel/controller/api"
+	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
 	"github.com/snorkel-net/snorkel/controller/broker"
 	"github.com/snorkel-net/snorkel/controller/internal/statusline"
 )
@@ -23,7 +24,7 @@ func lines(r *result) string {
 }
 
 func TestJudgeSniff(t *testing.T) {
-	p := tunnelProbe{From: "c1-gateway", Src: "198.18.1.10", To: "c2", ToNode: "c2-gateway", Addr: "198.18.2.10", Port: 4500}
+	p := tunnelProbe{What: "UDP port", From: "c1-gateway", Src: "198.18.1.10", To: "c2", ToNode: "c2-gateway", Addr: "198.18.2.10", Port: 4500}
 	for _, tt := range []struct {
 		name   string
 		res    podResult
@@ -61,6 +62,54 @@ func TestJudgeHealthPing(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newResult(false)
 			judgeHealthPing(r, tt.res, "c1-gateway", "c2", "10.9.0.1")
+			if r.Failed() != tt.failed || !strings.Contains(lines(r), tt.want) {
+				t.Errorf("failed %v, got\n%s\nwant a line with %q", r.Failed(), lines(r), tt.want)
+			}
+		})
+	}
+}
+
+func TestJudgeSniffNamesTheNATDiscoveryPort(t *testing.T) {
+	p := tunnelProbe{What: "NAT discovery's UDP port", From: "c1-gateway", Src: "198.18.1.10", To: "c2", ToNode: "c2-gateway", Addr: "198.18.2.10", Port: 4490}
+	r := newResult(false)
+	judgeSniff(r, podResult{line: "sniff-udp: no datagram to UDP port 4490 with the token arrived within 30s: context deadline exceeded"}, p)
+	if want := "✗ NAT discovery's UDP port 4490 is blocked: datagrams from gateway node c1-gateway (198.18.1.10) to cluster \"c2\"'s gateway at 198.18.2.10:4490 never reached node c2-gateway: open UDP port 4490"; !strings.Contains(lines(r), want) {
+		t.Errorf("got\n%s\nwant a line with %q", lines(r), want)
+	}
+}
+
+func TestNATDiscoveryPortIsTheEndpoints(t *testing.T) {
+	for _, tt := range []struct {
+		config map[string]string
+		want   int
+	}{
+		{map[string]string{"natt-discovery-port": "4491"}, 4491},
+		{nil, 4490},
+		{map[string]string{"natt-discovery-port": "none"}, 4490},
+	} {
+		if got := natDiscoveryPort(&submv1.EndpointSpec{BackendConfig: tt.config}); got != tt.want {
+			t.Errorf("backend config %v: port %d, want %d", tt.config, got, tt.want)
+		}
+	}
+}
+
+func TestJudgeMetrics(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		res    podResult
+		failed bool
+		want   string
+	}{
+		{"a connection passes", podResult{ok: true, line: "connected to 198.18.1.10:9898"}, false, "Node c1-worker reaches the agent's metrics on gateway node c1-gateway at 198.18.1.10:9898"},
+		{"a refused or dropped connection fails naming the node, the port and the fix",
+			podResult{line: "tcp-connect: dial tcp 198.18.1.10:9898: i/o timeout"}, true,
+			"✗ Node c1-worker cannot open a TCP connection to the agent's metrics on gateway node c1-gateway at 198.18.1.10:9898 (dial tcp 198.18.1.10:9898: i/o timeout): open TCP port 9898 from the cluster's nodes to the gateway nodes"},
+		{"a probe that never ran is no verdict on the firewall", podResult{line: "probe pod probe-1-tcp-connect-0 on node c1-worker did not finish within 1m30s (--validation-timeout): ErrImageNeverPull"},
+			true, "Cannot probe the metrics port from node c1-worker: probe pod"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newResult(true)
+			judgeMetrics(r, tt.res, "c1-worker", "c1-gateway", "198.18.1.10:9898")
 			if r.Failed() != tt.failed || !strings.Contains(lines(r), tt.want) {
 				t.Errorf("failed %v, got\n%s\nwant a line with %q", r.Failed(), lines(r), tt.want)
 			}

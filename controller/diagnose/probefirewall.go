@@ -3,26 +3,32 @@ package diagnose
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/netip"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
 
+	"github.com/snorkel-net/snorkel/controller/agent"
 	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
+	"github.com/snorkel-net/snorkel/controller/broker"
 	"github.com/snorkel-net/snorkel/controller/diagnose/netprobe"
+	"github.com/snorkel-net/snorkel/controller/natdiscovery"
 )
 
 // healthEchoes is how many ICMP echoes probe the health-check path.
 const healthEchoes = 5
 
-// probeInterCluster sends marked UDP datagrams from c's active gateway
-// node, from its private IP, to peer's gateway at the address and port the
-// connection uses, while a sniffer on peer's gateway node watches for them
-// past its firewall; and pings peer's health-check IP through the tunnel
-// from c's gateway node.
-func probeInterCluster(ctx context.Context, c *cluster, g *submv1.Gateway, peer *cluster, r *result) {
+// probeInterCluster probes the path from c's active gateway node to
+// peer's. tunnel: marked UDP datagrams from the gateway's private IP to
+// peer's gateway at the address and port the connection uses, watched for
+// on peer's gateway node past its firewall, and pings of peer's
+// health-check IP through the tunnel. natd: the same datagrams to peer's
+// NAT discovery port. All the pods run in one batch.
+func probeInterCluster(ctx context.Context, c *cluster, g *submv1.Gateway, peer *cluster, tunnel, natd bool, r *result) {
 	pr := newResult(false)
 	pg := activeGateway(ctx, peer, pr)
 	if pg == nil {
@@ -32,6 +38,7 @@ func probeInterCluster(ctx context.Context, c *cluster, g *submv1.Gateway, peer 
 		return
 	}
 	addr, port := pg.Status.LocalEndpoint.PrivateIP, peer.Agent.Port()
+	natdPort := natDiscoveryPort(&pg.Status.LocalEndpoint)
 	for i := range g.Status.Connections {
 		if conn := &g.Status.Connections[i]; conn.Endpoint.ClusterID == peer.Agent.ClusterID {
 			addr, _ = remoteAddress(conn)
@@ -48,13 +55,26 @@ func probeInterCluster(ctx context.Context, c *cluster, g *submv1.Gateway, peer 
 		r.Fail("Gateway %q publishes no private IP to probe from (%q): see `snorkel show endpoints`", g.Name, src)
 		return
 	}
-	token := "snorkel-diagnose-" + rand.String(16)
-	pods := []probePod{
-		{c: peer, node: pg.Name, host: true, args: []string{"lab-pod", "sniff-udp", fmt.Sprintf("--port=%d", port), "--token=" + token, "--timeout=" + probeWindow.String()}},
-		{c: c, node: g.Name, host: true, background: true, args: []string{"lab-pod", "send-udp", "--from=" + src, fmt.Sprintf("--to=%s", netip.AddrPortFrom(dst, uint16(port))), "--token=" + token, "--for=" + c.probes.timeout.String()}},
+	var pods []probePod
+	// udp adds a sniffer and a sender for port; the sniffer's result is
+	// at the index it returns.
+	udp := func(port int) int {
+		token := "snorkel-diagnose-" + rand.String(16)
+		pods = append(pods,
+			probePod{c: peer, node: pg.Name, host: true, args: []string{"lab-pod", "sniff-udp", fmt.Sprintf("--port=%d", port), "--token=" + token, "--timeout=" + probeWindow.String()}},
+			probePod{c: c, node: g.Name, host: true, background: true, args: []string{"lab-pod", "send-udp", "--from=" + src, fmt.Sprintf("--to=%s", netip.AddrPortFrom(dst, uint16(port))), "--token=" + token, "--for=" + c.probes.timeout.String()}})
+		return len(pods) - 2
+	}
+	tunnelAt, natdAt, pingAt := -1, -1, -1
+	if tunnel {
+		tunnelAt = udp(port)
+	}
+	if natd {
+		natdAt = udp(natdPort)
 	}
 	hc := pg.Status.LocalEndpoint.HealthCheckIP
 	switch {
+	case !tunnel:
 	case c.Agent.HealthCheckOff:
 		r.Warn("Health checks are off in this cluster (--health-check=false): the health-check path to cluster %q is not probed", peer.Agent.ClusterID)
 	case c.Agent.GlobalCIDR != "":
@@ -63,20 +83,37 @@ func probeInterCluster(ctx context.Context, c *cluster, g *submv1.Gateway, peer 
 		r.Warn("Cluster %q's gateway publishes no health-check IP (agent --health-check-ip): the health-check path is not probed", peer.Agent.ClusterID)
 	default:
 		pods = append(pods, probePod{c: c, node: g.Name, host: true, args: []string{"lab-pod", "ping", hc, fmt.Sprintf("--count=%d", healthEchoes)}})
+		pingAt = len(pods) - 1
 	}
 	res, err := c.probes.run(ctx, pods)
 	if err != nil {
 		r.Fail("Cannot probe cluster %q: %v", peer.Agent.ClusterID, err)
 		return
 	}
-	judgeSniff(r, res[0], tunnelProbe{From: g.Name, Src: src, To: peer.Agent.ClusterID, ToNode: pg.Name, Addr: addr, Port: port})
-	if len(res) > 2 {
-		judgeHealthPing(r, res[2], g.Name, peer.Agent.ClusterID, hc)
+	if tunnelAt >= 0 {
+		judgeSniff(r, res[tunnelAt], tunnelProbe{What: "UDP port", From: g.Name, Src: src, To: peer.Agent.ClusterID, ToNode: pg.Name, Addr: addr, Port: port})
 	}
+	if natdAt >= 0 {
+		judgeSniff(r, res[natdAt], tunnelProbe{What: "NAT discovery's UDP port", From: g.Name, Src: src, To: peer.Agent.ClusterID, ToNode: pg.Name, Addr: addr, Port: natdPort})
+	}
+	if pingAt >= 0 {
+		judgeHealthPing(r, res[pingAt], g.Name, peer.Agent.ClusterID, hc)
+	}
+}
+
+// natDiscoveryPort is the NAT discovery port an Endpoint publishes, else
+// the default.
+func natDiscoveryPort(ep *submv1.EndpointSpec) int {
+	if p, err := strconv.ParseUint(ep.BackendConfig[agent.BackendConfigNATDiscoveryPort], 10, 16); err == nil && p > 0 {
+		return int(p)
+	}
+	return natdiscovery.DefaultPort
 }
 
 // tunnelProbe is what the UDP probe sent, for the verdict's words.
 type tunnelProbe struct {
+	// What names the port in the verdict ("UDP port").
+	What                        string
 	From, Src, To, ToNode, Addr string
 	Port                        int
 }
@@ -86,14 +123,14 @@ func judgeSniff(r *result, res podResult, p tunnelProbe) {
 	var seen string
 	if res.ok {
 		if _, err := fmt.Sscanf(res.line, netprobe.SawLine, &seen); err == nil {
-			r.Success("UDP port %d is open: datagrams from gateway node %s (%s) reach cluster %q's gateway node %s at %s:%d (seen from %s)",
-				p.Port, p.From, p.Src, p.To, p.ToNode, p.Addr, p.Port, seen)
+			r.Success("%s %d is open: datagrams from gateway node %s (%s) reach cluster %q's gateway node %s at %s:%d (seen from %s)",
+				p.What, p.Port, p.From, p.Src, p.To, p.ToNode, p.Addr, p.Port, seen)
 			return
 		}
 	}
 	if strings.HasPrefix(res.line, "sniff-udp: no datagram") {
-		r.Fail("UDP port %d is blocked: datagrams from gateway node %s (%s) to cluster %q's gateway at %s:%d never reached node %s: open UDP port %d from %s to %s in every firewall on the way (the nodes' nftables or iptables, the cloud's security groups)",
-			p.Port, p.From, p.Src, p.To, p.Addr, p.Port, p.ToNode, p.Port, p.Src, p.Addr)
+		r.Fail("%s %d is blocked: datagrams from gateway node %s (%s) to cluster %q's gateway at %s:%d never reached node %s: open UDP port %d from %s to %s in every firewall on the way (the nodes' nftables or iptables, the cloud's security groups)",
+			p.What, p.Port, p.From, p.Src, p.To, p.Addr, p.Port, p.ToNode, p.Port, p.Src, p.Addr)
 		return
 	}
 	r.Fail("Cannot probe UDP port %d to cluster %q: %s", p.Port, p.To, res.line)
@@ -120,15 +157,29 @@ func judgeHealthPing(r *result, res podResult, node, peer, hc string) {
 	r.Success("The health-check path is open: %d of %d ICMP echoes from gateway node %s to cluster %q's health-check IP %s came back through the tunnel", got, sent, node, peer, hc)
 }
 
-// probeIntraCluster pings the active gateway node's private IP from every
-// other node with a TTL of 1: the route agent routes the remote CIDRs via
-// that address, which the kernel takes only when it is on a subnet the
-// node is directly on, and an echo with TTL 1 is answered only there.
-func probeIntraCluster(ctx context.Context, c *cluster, g *submv1.Gateway, r *result) {
+// probeIntraCluster probes, from every other ready node, the active
+// gateway node. adjacent: pings of its private IP with a TTL of 1 — the
+// route agent routes the remote CIDRs via that address, which the kernel
+// takes only when it is on a subnet the node is directly on, and an echo
+// with TTL 1 is answered only there. metrics: a TCP connection to the
+// agent's metrics port there, which Prometheus scrapes from inside the
+// cluster.
+func probeIntraCluster(ctx context.Context, c *cluster, g *submv1.Gateway, adjacent, metrics bool, r *result) {
 	gwIP := g.Status.LocalEndpoint.PrivateIP
-	if _, err := netip.ParseAddr(gwIP); err != nil {
+	ip, err := netip.ParseAddr(gwIP)
+	if err != nil {
 		r.Fail("Gateway %q publishes no private IP (%q) for the other nodes to route via: see `snorkel show endpoints`", g.Name, gwIP)
 		return
+	}
+	metricsPort := 0
+	if metrics {
+		if metricsPort, err = agentMetricsPort(ctx, c); err != nil {
+			r.Fail("%v", err)
+			metrics = false
+		} else if metricsPort == 0 {
+			r.Warn("The agent serves no metrics (its --metrics-address is empty): the metrics port is not probed")
+			metrics = false
+		}
 	}
 	nodes, err := c.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -136,15 +187,25 @@ func probeIntraCluster(ctx context.Context, c *cluster, g *submv1.Gateway, r *re
 		return
 	}
 	var pods []probePod
+	var from []string
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
 		if n.Name == g.Name || !nodeReady(n) {
 			continue
 		}
-		pods = append(pods, probePod{c: c, node: n.Name, host: true, args: []string{"lab-pod", "ping", gwIP, "--ttl=1", "--count=3"}})
+		from = append(from, n.Name)
+		if adjacent {
+			pods = append(pods, probePod{c: c, node: n.Name, host: true, args: []string{"lab-pod", "ping", gwIP, "--ttl=1", "--count=3"}})
+		}
+		if metrics {
+			pods = append(pods, probePod{c: c, node: n.Name, host: true, args: []string{"lab-pod", "tcp-connect", netip.AddrPortFrom(ip, uint16(metricsPort)).String()}})
+		}
+	}
+	if len(from) == 0 {
+		r.Success("The active gateway node %s is the only ready node: no other node routes through it or scrapes it", g.Name)
+		return
 	}
 	if len(pods) == 0 {
-		r.Success("The active gateway node %s is the only ready node: no other node routes through it", g.Name)
 		return
 	}
 	res, err := c.probes.run(ctx, pods)
@@ -152,15 +213,72 @@ func probeIntraCluster(ctx context.Context, c *cluster, g *submv1.Gateway, r *re
 		r.Fail("Cannot probe the nodes: %v", err)
 		return
 	}
-	good := 0
+	near, scraped := 0, 0
 	for i, pp := range pods {
-		if judgeAdjacent(r, res[i], pp.node, g.Name, gwIP) {
-			good++
+		switch pp.args[1] {
+		case "ping":
+			if judgeAdjacent(r, res[i], pp.node, g.Name, gwIP) {
+				near++
+			}
+		case "tcp-connect":
+			if judgeMetrics(r, res[i], pp.node, g.Name, pp.args[2]) {
+				scraped++
+			}
 		}
 	}
-	if good == len(pods) {
-		r.Success("All %d other nodes reach the active gateway node %s at %s in one hop, as the route agent's routes need", good, g.Name, gwIP)
+	if adjacent && near == len(from) {
+		r.Success("All %d other nodes reach the active gateway node %s at %s in one hop, as the route agent's routes need", near, g.Name, gwIP)
 	}
+	if metrics && scraped == len(from) {
+		r.Success("The metrics port is open: all %d other nodes reach the agent's metrics on gateway node %s at %s", scraped, g.Name, netip.AddrPortFrom(ip, uint16(metricsPort)))
+	}
+}
+
+// judgeMetrics reports whether node connected to the gateway node's
+// metrics port, with a ✗ line when not.
+func judgeMetrics(r *result, res podResult, node, gwNode, addr string) bool {
+	if !res.ok {
+		if !strings.HasPrefix(res.line, "tcp-connect:") {
+			r.Fail("Cannot probe the metrics port from node %s: %s", node, res.line)
+			return false
+		}
+		_, port, _ := strings.Cut(addr, ":")
+		r.Fail("Node %s cannot open a TCP connection to the agent's metrics on gateway node %s at %s (%s): open TCP port %s from the cluster's nodes to the gateway nodes, for Prometheus to scrape the gateways",
+			node, gwNode, addr, strings.TrimPrefix(res.line, "tcp-connect: "), port)
+		return false
+	}
+	r.detail("Node %s reaches the agent's metrics on gateway node %s at %s", node, gwNode, addr)
+	return true
+}
+
+// agentMetricsPort is the port of the agent DaemonSet's
+// --metrics-address, 0 when it serves none.
+func agentMetricsPort(ctx context.Context, c *cluster) (int, error) {
+	ds, err := c.Kube.AppsV1().DaemonSets(c.Namespace).Get(ctx, broker.AgentDaemonSet, metav1.GetOptions{})
+	if err != nil {
+		return 0, fmt.Errorf("cannot read the agent DaemonSet %s/%s for its metrics port: %w", c.Namespace, broker.AgentDaemonSet, err)
+	}
+	for _, ctr := range ds.Spec.Template.Spec.Containers {
+		for _, a := range ctr.Args {
+			v, ok := strings.CutPrefix(a, "--metrics-address=")
+			if !ok {
+				continue
+			}
+			if v == "" {
+				return 0, nil
+			}
+			_, p, err := net.SplitHostPort(v)
+			if err != nil {
+				return 0, fmt.Errorf("the agent DaemonSet %s/%s has --metrics-address=%q, not HOST:PORT: %w", c.Namespace, broker.AgentDaemonSet, v, err)
+			}
+			n, err := strconv.Atoi(p)
+			if err != nil || n <= 0 || n > 65535 {
+				return 0, fmt.Errorf("the agent DaemonSet %s/%s has --metrics-address=%q, whose port is not 1-65535", c.Namespace, broker.AgentDaemonSet, v)
+			}
+			return n, nil
+		}
+	}
+	return agent.DefaultMetricsPort, nil
 }
 
 // judgeAdjacent reports whether node reached the gateway node in one hop,

@@ -13,6 +13,7 @@ import (
 
 	"github.com/snorkel-net/snorkel/controller/api"
 	"github.com/snorkel-net/snorkel/controller/broker"
+	"github.com/snorkel-net/snorkel/controller/natdiscovery"
 )
 
 // firewallTable is the nftables table the scenario puts on a's peer's
@@ -30,13 +31,16 @@ const firewallTable = "lab-firewall"
 func (t *Tutorial) diagnose(ctx context.Context, a, b Cluster) {
 	contexts := a.Context() + "," + b.Context()
 	port := fmt.Sprint(api.DefaultNATTPort)
+	natd := fmt.Sprint(natdiscovery.DefaultPort)
 	inter := []string{"diagnose", "firewall", "inter-cluster", "--context", a.Context(), "--remotecontext", b.Context()}
 	if t.Lab.Scenario.GlobalnetRange.IsValid() {
 		t.expect(ctx, "diagnose  every check passes, probes included, between "+a.Name+" and "+b.Name+" under Globalnet", true,
 			[]string{"✓ UDP port " + port + " is open: datagrams from gateway node " + a.GatewayNode().Name,
 				"with addresses of this cluster's global CIDR " + a.GlobalCIDR.String(),
 				"✓ Packets up to ",
-				"reach the active gateway node"},
+				"reach the active gateway node",
+				"✓ NAT discovery's UDP port " + natd + " is open",
+				"✓ The metrics port is open"},
 			"diagnose", "all", "--contexts", contexts)
 		return
 	}
@@ -45,7 +49,9 @@ func (t *Tutorial) diagnose(ctx context.Context, a, b Cluster) {
 			"✓ The health-check path is open",
 			"✓ Packets up to ",
 			"with their own addresses",
-			"reach the active gateway node"},
+			"reach the active gateway node",
+			"✓ NAT discovery's UDP port " + natd + " is open",
+			"✓ The metrics port is open"},
 		"diagnose", "all", "--contexts", contexts)
 	t.expect(ctx, "diagnose  firewall inter-cluster passes", true, []string{"✓ UDP port " + port + " is open"}, inter...)
 
@@ -58,6 +64,9 @@ func (t *Tutorial) diagnose(ctx context.Context, a, b Cluster) {
 	fmt.Fprintf(t.Out, "# %s drops UDP port %s\n", b.GatewayNode().Name, port)
 	t.expect(ctx, "diagnose  firewall inter-cluster fails naming UDP port "+port+" while "+b.GatewayNode().Name+" drops it", false,
 		[]string{"✗ UDP port " + port + " is blocked: datagrams from gateway node " + a.GatewayNode().Name}, inter...)
+	t.expect(ctx, "diagnose  firewall nat-discovery passes while only UDP port "+port+" is dropped", true,
+		[]string{"✓ NAT discovery's UDP port " + natd + " is open"},
+		"diagnose", "firewall", "nat-discovery", "--context", a.Context(), "--remotecontext", b.Context())
 	if err := gw.Nft(ctx, "delete table inet "+firewallTable+"\n"); err != nil {
 		t.fail("removing the nftables drop: " + err.Error())
 		return

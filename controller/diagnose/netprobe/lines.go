@@ -13,4 +13,6 @@ const (
 	RouteLine = "route dev %s mtu %d"
 	// PathLine: TCPMSS's MSS, then PathMTU's size.
 	PathLine = "mss %d largest %d"
+	// ConnectedLine: the address and port a TCP connection was made to.
+	ConnectedLine = "connected to %s"
 )
