@@ -630,16 +630,7 @@ func FuzzClusterset(f *testing.F) {
 		} else if tc.Egress(b, &p) == VIPDrop {
 			return
 		}
-		var q packet.Parsed
-		if r := q.Decode(b); r != packet.DropNone {
-			t.Fatalf("translated packet does not decode: %v", r)
-		}
-		if q != p {
-			t.Fatalf("Parsed %+v does not match the bytes %+v", p, q)
-		}
-		if right && !checksumsRight(b) {
-			t.Fatal("translation broke a checksum")
-		}
+		checkTranslated(t, b, &p, right)
 	})
 }
 

@@ -60,16 +60,7 @@ func FuzzTranslate(f *testing.F) {
 		if !fn(0, b, &p) {
 			return
 		}
-		var q packet.Parsed
-		if r := q.Decode(b); r != packet.DropNone {
-			t.Fatalf("translated packet does not decode: %v", r)
-		}
-		if q != p {
-			t.Fatalf("Parsed %+v does not match the bytes %+v", p, q)
-		}
-		if right && !checksumsRight(b) {
-			t.Fatal("translation broke a checksum")
-		}
+		checkTranslated(t, b, &p, right)
 	})
 }
 
@@ -143,4 +134,21 @@ func ipv6ExtensionHeader(proto uint8) bool {
 		return true
 	}
 	return false
+}
+
+// checkTranslated checks what every translation must keep: b still
+// decodes, to what p says of it, and checksums right before are right
+// after.
+func checkTranslated(t *testing.T, b []byte, p *packet.Parsed, right bool) {
+	t.Helper()
+	var q packet.Parsed
+	if r := q.Decode(b); r != packet.DropNone {
+		t.Fatalf("translated packet does not decode: %v", r)
+	}
+	if q != *p {
+		t.Fatalf("Parsed %+v does not match the bytes %+v", *p, q)
+	}
+	if right && !checksumsRight(b) {
+		t.Fatal("translation broke a checksum")
+	}
 }

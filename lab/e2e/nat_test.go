@@ -94,15 +94,8 @@ func upNAT(t *testing.T, kind, tag string) *natEnv {
 		}
 	}
 	for i := range 2 {
-		e.gw[i], err = tp.NewNS(fmt.Sprintf("gw%d", i+1))
+		e.gw[i], e.router[i], err = behindRouter(tp, i)
 		must(err)
-		e.router[i], err = tp.NewNS(fmt.Sprintf("r%d", i+1))
-		must(err)
-		must(topo.Veth(e.gw[i], "eth0", e.router[i], "lan"))
-		must(e.gw[i].AddAddr("eth0", netip.PrefixFrom(natGW[i], 24)))
-		must(e.router[i].AddAddr("lan", netip.PrefixFrom(natLAN[i], 24)))
-		must(e.gw[i].AddRoute(topo.Route{Dst: netip.MustParsePrefix("0.0.0.0/0"), Via: natLAN[i]}))
-		must(e.router[i].Sysctl("net.ipv4.ip_forward", "1"))
 	}
 	must(topo.Veth(e.router[0], "inet", e.router[1], "inet"))
 	for i := range 2 {
@@ -290,4 +283,28 @@ func newTopology(t *testing.T, tag string) *topo.Topology {
 		}
 	})
 	return tp
+}
+
+// behindRouter makes gateway i's namespace and its router's, joined on
+// the gateway's private network, with the router as its default route
+// and forwarding on; what the router does outside is the test's.
+func behindRouter(tp *topo.Topology, i int) (gw, router *topo.NS, err error) {
+	if gw, err = tp.NewNS(fmt.Sprintf("gw%d", i+1)); err != nil {
+		return nil, nil, err
+	}
+	if router, err = tp.NewNS(fmt.Sprintf("r%d", i+1)); err != nil {
+		return nil, nil, err
+	}
+	for _, step := range []func() error{
+		func() error { return topo.Veth(gw, "eth0", router, "lan") },
+		func() error { return gw.AddAddr("eth0", netip.PrefixFrom(natGW[i], 24)) },
+		func() error { return router.AddAddr("lan", netip.PrefixFrom(natLAN[i], 24)) },
+		func() error { return gw.AddRoute(topo.Route{Dst: netip.MustParsePrefix("0.0.0.0/0"), Via: natLAN[i]}) },
+		func() error { return router.Sysctl("net.ipv4.ip_forward", "1") },
+	} {
+		if err := step(); err != nil {
+			return nil, nil, err
+		}
+	}
+	return gw, router, nil
 }
