@@ -65,7 +65,7 @@ type Election struct {
 
 // Defaults of Config.
 const (
-	DefaultLeaseName      = "snorkel-gateway"
+	DefaultLeaseName      = api.GatewayLeaseName
 	DefaultLeaseDuration  = 6 * time.Second
 	DefaultRenewDeadline  = 4 * time.Second
 	DefaultRetryPeriod    = 1 * time.Second

@@ -58,6 +58,10 @@ const (
 	// AgentNamespace is where the agent runs, Submariner's operator
 	// namespace.
 	AgentNamespace = "submariner-operator"
+	// GatewayLeaseName is the Lease in AgentNamespace by which a
+	// cluster's gateway agents elect the active gateway, and which the
+	// route agents follow.
+	GatewayLeaseName = "snorkel-gateway"
 	// AgentServiceAccount is the agent's ServiceAccount; its ClusterRole,
 	// Role and bindings have the same name.
 	AgentServiceAccount = "snorkel-agent"

@@ -103,11 +103,13 @@ func dnsdNamespaceRules() []*rbacv1apply.PolicyRuleApplyConfiguration {
 
 // routeAgentNamespaceRules are what the route agent reads in
 // api.AgentNamespace: the Gateways, whose status names the active gateway
-// node and the remote clusters' CIDRs. It needs nothing else: it runs on
-// every node, so it may not read the agent Secret.
+// node and the remote clusters' CIDRs, and the gateways' Lease, whose
+// holder is the active gateway the moment it takes over. It needs nothing
+// else: it runs on every node, so it may not read the agent Secret.
 func routeAgentNamespaceRules() []*rbacv1apply.PolicyRuleApplyConfiguration {
 	return []*rbacv1apply.PolicyRuleApplyConfiguration{
 		rule(submv1.Group, []string{submv1.GatewayResource.Resource}, readVerbs),
+		rule("coordination.k8s.io", []string{"leases"}, readVerbs),
 	}
 }
 

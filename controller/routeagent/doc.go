@@ -10,12 +10,15 @@
 // masquerades to the node's address, which the far gateway drops, since
 // that source is not among the sending cluster's CIDRs.
 //
-// What it does, from the Gateways (submariner.io/v1) in the agent's
-// namespace:
+// What it does, from the Gateways (submariner.io/v1) and the gateways'
+// Lease (snorkel-gateway) in the agent's namespace:
 //
-//   - The active gateway is the Gateway with status.haStatus active (if
-//     several claim it, the one whose status was written last); the remote
-//     CIDRs are the subnets of its status.connections. IPv4 only.
+//   - The active gateway is the Lease's holder, from the moment it holds
+//     the Lease; without a holder, the Gateway with status.haStatus active
+//     (if several claim it, the one whose status was written last). The
+//     remote CIDRs are the subnets of its status.connections, and while a
+//     new holder has not written its status, every remote CIDR known. IPv4
+//     only.
 //   - On a node other than the active gateway's, each remote CIDR is
 //     routed via the gateway's status.localEndpoint.private_ip (`ip route
 //     replace CIDR via IP proto 84 metric 1024`). The kernel takes such a

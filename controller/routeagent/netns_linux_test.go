@@ -17,6 +17,7 @@ import (
 
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
@@ -355,6 +356,21 @@ func TestRouteAgentFollowsTheActiveGateway(t *testing.T) {
 
 	g.set("gw2", status(active, "gw2", "172.31.0.2", c3))
 	expect("a new remote is routed", via("172.31.0.2", "10.33.0.0/16"), []string{"10.33.0.0/16"})
+
+	// A gateway that takes over holds the Lease before it writes its
+	// status: the routes follow the Lease at once.
+	g.set("gw1", status(passive, "gw1", "172.31.0.1"))
+	holder := "gw1"
+	lease, err := kc.CoordinationV1().Leases(api.AgentNamespace).Create(ctx, &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: api.GatewayLeaseName},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &holder},
+	}, metav1.CreateOptions{})
+	must(t, err)
+	expect("the Lease's new holder gets the routes before its status says active", via("172.31.0.1", "10.33.0.0/16"), []string{"10.33.0.0/16"})
+	lease.Spec.HolderIdentity = nil
+	_, err = kc.CoordinationV1().Leases(api.AgentNamespace).Update(ctx, lease, metav1.UpdateOptions{})
+	must(t, err)
+	expect("a released Lease leaves the Gateways' status to decide", via("172.31.0.2", "10.33.0.0/16"), []string{"10.33.0.0/16"})
 	must(t, stop())
 	if have := kernelRoutes(t, n); !slices.Equal(have, via("172.31.0.2", "10.33.0.0/16")) {
 		t.Errorf("after the route agent stopped, routes %q: want them left in place for its successor", have)

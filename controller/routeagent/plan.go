@@ -63,23 +63,30 @@ type plan struct {
 	problems []string
 }
 
-// decide makes the plan for node from the Gateways of its cluster. known
-// are the remote CIDRs last known (the destinations of the routes the agent
-// has, and what it last bypassed): with no active gateway they stay,
-// unreachable, since only the active gateway's status lists the remotes.
-// clusterset is the clusterset IP range when this cluster has a clusterset
-// IP block (invalid otherwise): the active gateway serves its VIPs, so it
-// is routed and bypassed like a remote CIDR.
-func decide(gws []*submv1.Gateway, node string, known []netip.Prefix, clusterset netip.Prefix) plan {
+// decide makes the plan for node from the Gateways of its cluster and the
+// holder of the gateways' Lease ("" when none or unknown). known are the
+// remote CIDRs last known (the destinations of the routes the agent has,
+// and what it last bypassed): with no active gateway they stay,
+// unreachable, since only the active gateway's status lists the remotes;
+// and while a gateway that has just taken over lists none yet, they are
+// routed to it. clusterset is the clusterset IP range when this cluster
+// has a clusterset IP block (invalid otherwise): the active gateway serves
+// its VIPs, so it is routed and bypassed like a remote CIDR.
+func decide(gws []*submv1.Gateway, holder, node string, known []netip.Prefix, clusterset netip.Prefix) plan {
 	var p plan
-	gw := activeGateway(gws, &p)
-	if gw == nil {
+	// everything is what any Gateway or the node knows of the remotes.
+	everything := func() []netip.Prefix {
 		cidrs := slices.Clone(known)
-		if clusterset.IsValid() {
-			cidrs = append(cidrs, clusterset.Masked())
-		}
 		for _, g := range gws {
 			cidrs = append(cidrs, remoteCIDRs(g, &p)...)
+		}
+		return cidrs
+	}
+	gw := activeGateway(gws, holder, &p)
+	if gw == nil {
+		cidrs := everything()
+		if clusterset.IsValid() {
+			cidrs = append(cidrs, clusterset.Masked())
 		}
 		p.bypass = normalize(cidrs)
 		for _, c := range p.bypass {
@@ -89,6 +96,11 @@ func decide(gws []*submv1.Gateway, node string, known []netip.Prefix, clusterset
 	}
 	p.active = gw.Name
 	cidrs := remoteCIDRs(gw, &p)
+	if gw.Status.HAStatus != submv1.HAStatusActive {
+		// The Lease's new holder has not written its status yet: it
+		// takes over the remotes the old one had.
+		cidrs = everything()
+	}
 	if clusterset.IsValid() {
 		cidrs = append(cidrs, clusterset.Masked())
 	}
@@ -109,11 +121,19 @@ func decide(gws []*submv1.Gateway, node string, known []netip.Prefix, clusterset
 	return p
 }
 
-// activeGateway is the Gateway whose status says active. Two may say so
-// for a while, when an agent ended without writing its status; then the
-// one whose status was written last is the live one, and the names break a
-// tie so that every node follows the same.
-func activeGateway(gws []*submv1.Gateway, p *plan) *submv1.Gateway {
+// activeGateway is the Gateway of the Lease's holder: the gateways elect
+// the active one by that Lease, and its holder is active from the moment it
+// acquires it, before its status says so. Without a holder, or while the
+// holder's Gateway is missing, it is the Gateway whose status says active.
+// Two may say so for a while, when an agent ended without writing its
+// status; then the one whose status was written last is the live one, and
+// the names break a tie so that every node follows the same.
+func activeGateway(gws []*submv1.Gateway, holder string, p *plan) *submv1.Gateway {
+	if holder != "" {
+		if i := slices.IndexFunc(gws, func(g *submv1.Gateway) bool { return g.Name == holder }); i >= 0 {
+			return gws[i]
+		}
+	}
 	var active []*submv1.Gateway
 	for _, g := range gws {
 		if g.Status.HAStatus == submv1.HAStatusActive {
@@ -131,7 +151,7 @@ func activeGateway(gws []*submv1.Gateway, p *plan) *submv1.Gateway {
 		for i, g := range active {
 			names[i] = g.Name
 		}
-		p.problems = append(p.problems, fmt.Sprintf("Gateways %s all claim status.haStatus active; following %s, whose status was written last",
+		p.problems = append(p.problems, fmt.Sprintf("Gateways %s all claim status.haStatus active and the gateways' Lease names none of them; following %s, whose status was written last",
 			strings.Join(names, ", "), active[0].Name))
 	}
 	return active[0]

@@ -54,6 +54,7 @@ func TestDecide(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		gws        []*submv1.Gateway
+		holder     string // of the gateways' Lease
 		node       string
 		known      []netip.Prefix
 		clusterset netip.Prefix
@@ -142,7 +143,7 @@ func TestDecide(t *testing.T) {
 			gws:      []*submv1.Gateway{gw("gw1", "172.18.0.2", active, 100, c3), gw("gw2", "172.18.0.3", active, 200, c3)},
 			node:     "worker",
 			want:     plan{active: "gw2", routes: routesVia("172.18.0.3", "10.3.0.0/16"), bypass: prefixes("10.3.0.0/16")},
-			problems: []string{"Gateways gw2, gw1 all claim status.haStatus active; following gw2"},
+			problems: []string{"Gateways gw2, gw1 all claim status.haStatus active and the gateways' Lease names none of them; following gw2"},
 		},
 		{
 			name:     "of two active gateways written at once the first name wins",
@@ -162,6 +163,37 @@ func TestDecide(t *testing.T) {
 			},
 		},
 		{
+			name:   "the Lease's holder is followed over a Gateway that still claims active, as soon as it holds the Lease",
+			gws:    []*submv1.Gateway{gw("gw1", "172.18.0.2", active, 2, c3), gw("gw2", "172.18.0.3", active, 1, c2)},
+			holder: "gw2",
+			node:   "worker",
+			want: plan{active: "gw2", routes: routesVia("172.18.0.3", "10.2.0.0/16", "10.102.0.0/16"),
+				bypass: prefixes("10.2.0.0/16", "10.102.0.0/16")},
+		},
+		{
+			name:   "a new holder whose status still says passive gets every remote CIDR known, the old gateway's and the node's",
+			gws:    []*submv1.Gateway{gw("gw1", "172.18.0.2", active, 2, c3), gw("gw2", "172.18.0.3", passive, 1)},
+			holder: "gw2",
+			node:   "worker",
+			known:  prefixes("10.4.0.0/16"),
+			want: plan{active: "gw2", routes: routesVia("172.18.0.3", "10.3.0.0/16", "10.4.0.0/16"),
+				bypass: prefixes("10.3.0.0/16", "10.4.0.0/16")},
+		},
+		{
+			name:   "the new holder's node leaves the routes to its TUN",
+			gws:    []*submv1.Gateway{gw("gw1", "172.18.0.2", active, 2, c3), gw("gw2", "172.18.0.3", passive, 1)},
+			holder: "gw2",
+			node:   "gw2",
+			want:   plan{active: "gw2", gatewayNode: true, bypass: prefixes("10.3.0.0/16")},
+		},
+		{
+			name:   "a holder without a Gateway is passed over for the Gateway that says active",
+			gws:    []*submv1.Gateway{gw("gw1", "172.18.0.2", active, 1, c3)},
+			holder: "gw9",
+			node:   "worker",
+			want:   plan{active: "gw1", routes: routesVia("172.18.0.2", "10.3.0.0/16"), bypass: prefixes("10.3.0.0/16")},
+		},
+		{
 			name:     "an active gateway without a usable private IP makes the remote CIDRs unreachable",
 			gws:      []*submv1.Gateway{gw("gw1", "", active, 1, c3)},
 			node:     "worker",
@@ -170,7 +202,7 @@ func TestDecide(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := decide(tc.gws, tc.node, tc.known, tc.clusterset)
+			got := decide(tc.gws, tc.holder, tc.node, tc.known, tc.clusterset)
 			problems := got.problems
 			got.problems = nil
 			if got.active != tc.want.active || got.gatewayNode != tc.want.gatewayNode ||

@@ -11,7 +11,10 @@ import (
 	"time"
 
 	"github.com/vishvananda/netns"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
@@ -33,8 +36,12 @@ const gatewayWait = 30 * time.Second
 type Config struct {
 	// Dynamic is the member cluster's client, to watch the Gateways.
 	Dynamic dynamic.Interface
-	// Namespace holds the Gateways; default api.AgentNamespace.
+	// Namespace holds the Gateways and the gateways' Lease; default
+	// api.AgentNamespace.
 	Namespace string
+	// LeaseName names the Lease by which the gateways elect the active
+	// one; default api.GatewayLeaseName.
+	LeaseName string
 	// NodeName is this node's name, as the gateway agents name their
 	// Gateways (and their status.localEndpoint.hostname).
 	NodeName string
@@ -78,7 +85,10 @@ type RouteAgent struct {
 	cfg      Config
 	log      *slog.Logger
 	gateways cache.SharedIndexInformer
-	dirty    chan struct{}
+	// lease watches the gateways' Lease; the route agent follows its
+	// holder as soon as it holds it.
+	lease cache.SharedIndexInformer
+	dirty chan struct{}
 
 	// The rest belongs to Run's goroutine.
 
@@ -97,6 +107,9 @@ func New(cfg Config) (*RouteAgent, error) {
 	if cfg.Namespace == "" {
 		cfg.Namespace = api.AgentNamespace
 	}
+	if cfg.LeaseName == "" {
+		cfg.LeaseName = api.GatewayLeaseName
+	}
 	if cfg.Resync == 0 {
 		cfg.Resync = DefaultResync
 	}
@@ -114,18 +127,23 @@ func New(cfg Config) (*RouteAgent, error) {
 	// No informer resync: Run's own resync also covers a cluster with no
 	// Gateway, where an informer's would call nothing.
 	ra.gateways = dynamicinformer.NewFilteredDynamicInformer(cfg.Dynamic, submv1.GatewayResource, cfg.Namespace, 0, cache.Indexers{}, nil).Informer()
+	ra.lease = dynamicinformer.NewFilteredDynamicInformer(cfg.Dynamic, leaseResource, cfg.Namespace, 0, cache.Indexers{}, func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", cfg.LeaseName).String()
+	}).Informer()
 	mark := func(any) {
 		select {
 		case ra.dirty <- struct{}{}:
 		default:
 		}
 	}
-	if _, err := ra.gateways.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    mark,
-		UpdateFunc: func(_, obj any) { mark(obj) },
-		DeleteFunc: mark,
-	}); err != nil {
-		return nil, fmt.Errorf("routeagent: %w", err)
+	for _, inf := range []cache.SharedIndexInformer{ra.gateways, ra.lease} {
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    mark,
+			UpdateFunc: func(_, obj any) { mark(obj) },
+			DeleteFunc: mark,
+		}); err != nil {
+			return nil, fmt.Errorf("routeagent: %w", err)
+		}
 	}
 	return ra, nil
 }
@@ -155,6 +173,7 @@ func (ra *RouteAgent) Run(ctx context.Context) error {
 		wg.Wait()
 	}()
 	wg.Go(func() { ra.gateways.RunWithContext(ctx) })
+	wg.Go(func() { ra.lease.RunWithContext(ctx) })
 	ra.log.Info("starting", "gateway_namespace", ra.cfg.Namespace, "route_protocol", RouteProtocol, "nftables_table", "ip "+TableName)
 	if !ra.waitForGateways(ctx) {
 		return nil
@@ -211,7 +230,7 @@ func (ra *RouteAgent) sync(n *node, force bool) {
 		known = append(known, routeDst(r))
 	}
 	gws, unread := ra.listGateways()
-	p := decide(gws, ra.cfg.NodeName, known, ra.cfg.ClustersetIPRange)
+	p := decide(gws, ra.holder(), ra.cfg.NodeName, known, ra.cfg.ClustersetIPRange)
 	p.problems = append(unread, p.problems...)
 	ra.logPlan(p)
 	var errs []error
@@ -229,6 +248,24 @@ func (ra *RouteAgent) sync(n *node, force bool) {
 		errs = append(errs, err)
 	}
 	ra.report(errors.Join(errs...))
+}
+
+// leaseResource is the coordination.k8s.io Lease.
+var leaseResource = schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}
+
+// holder is the holder of the gateways' Lease in the informer's cache; ""
+// when it is released, missing or unreadable (a route agent whose role
+// may not watch Leases follows the Gateways' status alone).
+func (ra *RouteAgent) holder() string {
+	for _, o := range ra.lease.GetStore().List() {
+		u, ok := o.(*unstructured.Unstructured)
+		if !ok || u.GetName() != ra.cfg.LeaseName {
+			continue
+		}
+		h, _, _ := unstructured.NestedString(u.Object, "spec", "holderIdentity")
+		return h
+	}
+	return ""
 }
 
 // listGateways reads the Gateways of the informer's cache, and says which
