@@ -25,7 +25,9 @@ const labPodUsage = `usage: snorkel lab-pod whereami --name POD --cluster ID [--
        snorkel lab-pod ping IP [--count N] [--size BYTES] [--ttl N] [--df]
        snorkel lab-pod route-mtu IP
        snorkel lab-pod path-mtu IP --tcp IP:PORT [--lo BYTES] [--hi BYTES]
-       snorkel lab-pod tcp-connect IP:PORT [--count N] [--dial-timeout D]`
+       snorkel lab-pod tcp-connect IP:PORT [--count N] [--dial-timeout D]
+       snorkel lab-pod stream-server [--listen ADDR]
+       snorkel lab-pod stream-probe IP:PORT [--streams N] [--interval D] [--ping-interval D] [--gap D]`
 
 // runLabPod is `snorkel lab-pod`, the programs the labs and snorkel
 // verify run inside their pods. It is not meant to be run by hand.
@@ -42,6 +44,10 @@ func runLabPod(args []string) error {
 		return runFetch(ctx, args[1:], http.DefaultClient, os.Stdout)
 	case "resolve":
 		return runResolve(ctx, args[1:], net.DefaultResolver, os.Stdout)
+	case "stream-server":
+		return runStreamServer(ctx, args[1:])
+	case "stream-probe":
+		return runStreamProbe(ctx, args[1:], os.Stdout)
 	case "sniff-udp", "send-udp", "ping", "route-mtu", "path-mtu", "tcp-connect":
 		return runProbe(ctx, args[0], args[1:], os.Stdout)
 	}
@@ -149,4 +155,44 @@ func runResolve(ctx context.Context, args []string, resolver *net.Resolver, out 
 	}
 	_, err = fmt.Fprintln(out, line)
 	return err
+}
+
+// runStreamServer is `lab-pod stream-server`: the echo server at the far
+// end of stream-probe's streams.
+func runStreamServer(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("lab-pod stream-server", flag.ContinueOnError)
+	listen := fs.String("listen", ":9000", "address to serve TCP on")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("stream-server: %w", err)
+	}
+	return lab.StreamServer(ctx, ln)
+}
+
+// runStreamProbe is `lab-pod stream-probe IP:PORT`: long-lived streams and
+// a steady ping to a stream server, reported as JSON lines until it is
+// stopped (the lab runs it as a pod, and reads its log).
+func runStreamProbe(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("lab-pod stream-probe", flag.ContinueOnError)
+	p := lab.StreamProbe{}
+	fs.IntVar(&p.Streams, "streams", 20, "how many TCP streams to keep open")
+	fs.DurationVar(&p.Interval, "interval", 10*time.Millisecond, "each stream's message period")
+	fs.DurationVar(&p.PingInterval, "ping-interval", 20*time.Millisecond, "the ping's period")
+	fs.DurationVar(&p.Gap, "gap", 100*time.Millisecond, "the silence reported as a gap")
+	var rest []string
+	if err := parseFlags(fs, args, &rest, out); err != nil {
+		return err
+	}
+	if len(rest) != 1 {
+		return errors.New("stream-probe: give the stream server as IP:PORT")
+	}
+	t, err := netip.ParseAddrPort(rest[0])
+	if err != nil {
+		return fmt.Errorf("stream-probe: %q is not IP:PORT: %w", rest[0], err)
+	}
+	p.Target = t
+	return p.Run(ctx, out)
 }
