@@ -15,6 +15,7 @@ import (
 )
 
 const labUsage = `usage: snorkel lab [run|up|down|status] [flags]
+       snorkel lab failover --nodes [--scenario S] [--transport T] [--rounds 10] [--kinds K,...] [--streams 20]
 
 Builds the Snorkel lab on this host (root): two clusters as network
 namespaces, a snorkel gateway per cluster, pods and services. Scenario basic
@@ -36,8 +37,13 @@ service exported with snorkel export.
 With --nodes it is the real-node lab: Kubernetes clusters whose nodes are
 kubelets (with containerd and kube-proxy, each node a network namespace),
 Snorkel installed by deploy-broker and join from its image, and the
-Submariner tutorial typed and checked. Scenario tutorial has c1 and c2,
-scenario globalnet g1 and g2 with the same CIDRs; run runs both. This binary
+Submariner tutorial typed and checked, ending with a failover of each kind.
+Scenario tutorial has c1 and c2, scenario globalnet g1 and g2 with the same
+CIDRs; run runs both. Each cluster has two gateway nodes and a worker.
+failover measures gateway failovers: streams and a ping run from the first
+cluster's worker to the second's while the clusters' active gateways fail
+in turn (pod-delete, node-kill, link-cut), and it prints each failover and
+the percentiles of the recovery times. This binary
 becomes Snorkel's image, so it must be static: make node-lab builds it so.
 
 flags:
@@ -68,6 +74,10 @@ func runLab(args []string) error {
 	fs.StringVar(&nf.toolsDir, "kube-tools", os.Getenv(envKubeTools), "with --nodes: the directory of kubelet, kube-proxy, kube-controller-manager, kube-scheduler and kubectl, as make tools builds them")
 	fs.StringVar(&nf.kubeVersion, "kube-version", envOr(envKubeVersion, "v1.37.2"), "with --nodes: the version in those programs' names")
 	fs.StringVar(&nf.coreDNS, "coredns", os.Getenv(envCoreDNS), "with --nodes: a static CoreDNS binary, for the clusters' DNS image")
+	fs.IntVar(&nf.rounds, "rounds", 10, "with failover: how many failovers of each kind")
+	fs.StringVar(&nf.kinds, "kinds", "pod-delete,node-kill,link-cut", "with failover: the kinds of failure, in the order each round runs them")
+	fs.BoolVar(&nf.keep, "keep", false, "with failover: leave the lab up afterwards")
+	fs.IntVar(&nf.streams, "streams", 20, "with failover: how many long-lived TCP streams run through the failovers")
 	fs.StringVar(&nf.pause, "pause", os.Getenv(envPause), "with --nodes: a static pause program (deploy/imagetar/pause), for the pods' sandbox image")
 	kube := fs.Bool("kube", false, "run the control plane: a broker and an API server per cluster (etcd and kube-apiserver, as `make tools` builds it), snorkel agent on each gateway node, services exported with snorkel export")
 	if err := fs.Parse(args); err != nil {

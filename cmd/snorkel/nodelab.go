@@ -23,6 +23,10 @@ const (
 // nodeLabFlags are `snorkel lab --nodes`'s own settings.
 type nodeLabFlags struct {
 	toolsDir, kubeVersion, coreDNS, pause string
+	// failover's
+	rounds, streams int
+	kinds           string
+	keep            bool
 }
 
 // runNodeLab is `snorkel lab --nodes SUB`: the real-node lab. This binary
@@ -34,9 +38,20 @@ func runNodeLab(ctx context.Context, sub, scenario, stateDir, prefix, cable stri
 		return nodes.Down(stateDir, os.Stdout)
 	case "status":
 		return nodes.Status(ctx, stateDir, os.Stdout)
-	case "run", "up":
+	case "run", "up", "failover":
 	default:
-		return fmt.Errorf("unknown command %q; use run, up, down or status", sub)
+		return fmt.Errorf("unknown command %q; use run, up, failover, down or status", sub)
+	}
+	fo := nodes.FailoverOptions{Rounds: f.rounds, Streams: f.streams, Keep: f.keep}
+	if sub == "failover" {
+		kinds, err := nodes.ParseFailureKinds(f.kinds)
+		if err != nil {
+			return fmt.Errorf("--kinds: %w", err)
+		}
+		fo.Kinds = kinds
+		if f.rounds < 1 || f.streams < 1 {
+			return fmt.Errorf("--rounds %d and --streams %d: both must be at least 1", f.rounds, f.streams)
+		}
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -69,7 +84,12 @@ func runNodeLab(ctx context.Context, sub, scenario, stateDir, prefix, cable stri
 	for _, sc := range scs {
 		o.Scenario = sc
 		fmt.Printf("== scenario %s: %s\n", sc.Name, sc.Description)
-		err := nodes.RunTutorial(ctx, o, o.Tools.Kubectl, self, cable, sub == "run")
+		var err error
+		if sub == "failover" {
+			err = nodes.RunFailovers(ctx, o, o.Tools.Kubectl, self, cable, fo)
+		} else {
+			err = nodes.RunTutorial(ctx, o, o.Tools.Kubectl, self, cable, sub == "run")
+		}
 		if err != nil {
 			failed = append(failed, fmt.Errorf("scenario %s: %w", sc.Name, err))
 		}

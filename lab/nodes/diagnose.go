@@ -33,9 +33,19 @@ func (t *Tutorial) diagnose(ctx context.Context, a, b Cluster) {
 	port := fmt.Sprint(api.DefaultNATTPort)
 	natd := fmt.Sprint(natdiscovery.DefaultPort)
 	inter := []string{"diagnose", "firewall", "inter-cluster", "--context", a.Context(), "--remotecontext", b.Context()}
+	aGateway, err := t.activeGateway(ctx, a)
+	if err != nil {
+		t.fail(err.Error())
+		return
+	}
+	bGateway, err := t.activeGateway(ctx, b)
+	if err != nil {
+		t.fail(err.Error())
+		return
+	}
 	if t.Lab.Scenario.GlobalnetRange.IsValid() {
 		t.expect(ctx, "diagnose  every check passes, probes included, between "+a.Name+" and "+b.Name+" under Globalnet", true,
-			[]string{"✓ UDP port " + port + " is open: datagrams from gateway node " + a.GatewayNode().Name,
+			[]string{"✓ UDP port " + port + " is open: datagrams from gateway node " + aGateway,
 				"with addresses of this cluster's global CIDR " + a.GlobalCIDR.String(),
 				"✓ Packets up to ",
 				"reach the active gateway node",
@@ -45,7 +55,7 @@ func (t *Tutorial) diagnose(ctx context.Context, a, b Cluster) {
 		return
 	}
 	t.expect(ctx, "diagnose  every check passes, probes included, between "+a.Name+" and "+b.Name, true,
-		[]string{"✓ UDP port " + port + " is open: datagrams from gateway node " + a.GatewayNode().Name,
+		[]string{"✓ UDP port " + port + " is open: datagrams from gateway node " + aGateway,
 			"✓ The health-check path is open",
 			"✓ Packets up to ",
 			"with their own addresses",
@@ -55,15 +65,15 @@ func (t *Tutorial) diagnose(ctx context.Context, a, b Cluster) {
 		"diagnose", "all", "--contexts", contexts)
 	t.expect(ctx, "diagnose  firewall inter-cluster passes", true, []string{"✓ UDP port " + port + " is open"}, inter...)
 
-	gw := t.Lab.Topo.NS(b.GatewayNode().Name)
+	gw := t.Lab.Topo.NS(bGateway)
 	drop := fmt.Sprintf("table inet %s {\n\tchain input {\n\t\ttype filter hook input priority -10; policy accept;\n\t\tudp dport %s drop\n\t}\n}\n", firewallTable, port)
 	if err := gw.Nft(ctx, drop); err != nil {
-		t.fail("nftables drop on " + b.GatewayNode().Name + ": " + err.Error())
+		t.fail("nftables drop on " + bGateway + ": " + err.Error())
 		return
 	}
-	fmt.Fprintf(t.Out, "# %s drops UDP port %s\n", b.GatewayNode().Name, port)
-	t.expect(ctx, "diagnose  firewall inter-cluster fails naming UDP port "+port+" while "+b.GatewayNode().Name+" drops it", false,
-		[]string{"✗ UDP port " + port + " is blocked: datagrams from gateway node " + a.GatewayNode().Name}, inter...)
+	fmt.Fprintf(t.Out, "# %s drops UDP port %s\n", bGateway, port)
+	t.expect(ctx, "diagnose  firewall inter-cluster fails naming UDP port "+port+" while "+bGateway+" drops it", false,
+		[]string{"✗ UDP port " + port + " is blocked: datagrams from gateway node " + aGateway}, inter...)
 	t.expect(ctx, "diagnose  firewall nat-discovery passes while only UDP port "+port+" is dropped", true,
 		[]string{"✓ NAT discovery's UDP port " + natd + " is open"},
 		"diagnose", "firewall", "nat-discovery", "--context", a.Context(), "--remotecontext", b.Context())
@@ -73,12 +83,7 @@ func (t *Tutorial) diagnose(ctx context.Context, a, b Cluster) {
 	}
 	t.check(ctx, "show  the tunnel to "+b.Name+" is back", b.Name+`.* connected`, t.Snorkel, "--context", a.Context(), "show", "connections")
 
-	worker := ""
-	for _, n := range a.Nodes {
-		if !n.Gateway {
-			worker = n.Name
-		}
-	}
+	worker := a.Worker().Name
 	if err := t.routeAgentAway(ctx, a, worker); err != nil {
 		t.fail(err.Error())
 		return

@@ -82,6 +82,8 @@ type Lab struct {
 	Topo     *topo.Topology
 	servers  map[string]*kubelocal.Server
 	out      io.Writer
+	// tools start a node's processes again after a failure.
+	tools Tools
 }
 
 func (l *Lab) step(format string, args ...any) {
@@ -132,7 +134,7 @@ func Up(ctx context.Context, o Options) (l *Lab, err error) {
 	if err != nil {
 		return nil, err
 	}
-	l = &Lab{Scenario: o.Scenario, StateDir: o.StateDir, Topo: t, servers: map[string]*kubelocal.Server{}, out: o.Out}
+	l = &Lab{Scenario: o.Scenario, StateDir: o.StateDir, Topo: t, servers: map[string]*kubelocal.Server{}, out: o.Out, tools: o.Tools}
 	defer func() {
 		if err != nil {
 			if derr := l.Down(io.Discard); derr != nil {

@@ -35,16 +35,8 @@ func (l *Lab) startNode(ctx context.Context, c Cluster, n Node, tools Tools, arc
 	if err := ns.AddAddr("eth0", netip.PrefixFrom(n.IP, UnderlayCIDR.Bits())); err != nil {
 		return err
 	}
-	// The default route ends in the underlay namespace, which forwards
-	// nothing: a node has a route for every address, as a real one does,
-	// and nothing leaves the lab.
-	if err := ns.AddRoute(topo.Route{Dst: netip.MustParsePrefix("0.0.0.0/0"), Via: APIHost}); err != nil {
+	if err := nodeRoutes(ns, c, n); err != nil {
 		return err
-	}
-	for dst, via := range podRoutes(c, n) {
-		if err := ns.AddRoute(topo.Route{Dst: dst, Via: via}); err != nil {
-			return err
-		}
 	}
 	if err := ns.Sysctl("net.ipv4.ip_forward", "1"); err != nil {
 		return err
@@ -54,10 +46,6 @@ func (l *Lab) startNode(ctx context.Context, c Cluster, n Node, tools Tools, arc
 	}
 	cgroup := l.Topo.Prefix() + n.Name
 	if err := makeCgroup(cgroup); err != nil {
-		return err
-	}
-	enter, err := cgroupEnter(cgroup)
-	if err != nil {
 		return err
 	}
 	kubeconfig := filepath.Join(l.StateDir, "kube", n.Cluster, "kubeconfig")
@@ -85,6 +73,38 @@ func (l *Lab) startNode(ctx context.Context, c Cluster, n Node, tools Tools, arc
 			return fmt.Errorf("nodes: %s: %w", n.Name, err)
 		}
 	}
+	if err := l.startProcesses(ctx, n, tools, archive); err != nil {
+		return err
+	}
+	l.step("node %s: %s, pods %s, containerd, kubelet, kube-proxy", n.Name, n.IP, n.PodCIDR)
+	return nil
+}
+
+// nodeRoutes gives node n its routes. The default route ends in the
+// underlay namespace, which forwards nothing: a node has a route for every
+// address, as a real one does, and nothing leaves the lab.
+func nodeRoutes(ns *topo.NS, c Cluster, n Node) error {
+	if err := ns.AddRoute(topo.Route{Dst: netip.MustParsePrefix("0.0.0.0/0"), Via: APIHost}); err != nil {
+		return err
+	}
+	for dst, via := range podRoutes(c, n) {
+		if err := ns.AddRoute(topo.Route{Dst: dst, Via: via}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startProcesses starts node n's containerd, kubelet and kube-proxy in
+// its cgroup, and with archive, imports the lab's images first.
+func (l *Lab) startProcesses(ctx context.Context, n Node, tools Tools, archive string) error {
+	d := nodeDirs{nodeDir(l.StateDir, n.Name)}
+	ns := l.Topo.NS(n.Name)
+	enter, err := cgroupEnter(l.Topo.Prefix() + n.Name)
+	if err != nil {
+		return err
+	}
+	kubeconfig := filepath.Join(l.StateDir, "kube", n.Cluster, "kubeconfig")
 	if _, err := ns.StartNetOnly(n.Name+"-containerd", "sh", "-c", enter, "containerd", "--config", d.file("containerd.toml")); err != nil {
 		return err
 	}
@@ -94,8 +114,10 @@ func (l *Lab) startNode(ctx context.Context, c Cluster, n Node, tools Tools, arc
 	}); err != nil {
 		return err
 	}
-	if _, err := run(ctx, "ctr", "-a", d.socket(), "-n", "k8s.io", "images", "import", archive); err != nil {
-		return fmt.Errorf("nodes: %s: import images: %w", n.Name, err)
+	if archive != "" {
+		if _, err := run(ctx, "ctr", "-a", d.socket(), "-n", "k8s.io", "images", "import", archive); err != nil {
+			return fmt.Errorf("nodes: %s: import images: %w", n.Name, err)
+		}
 	}
 	if _, err := ns.StartNetOnly(n.Name+"-kubelet", "sh", "-c", enter, tools.Kubelet,
 		"--config", d.file("kubelet.yaml"), "--kubeconfig", kubeconfig, "--root-dir", d.kubeletRoot(),
@@ -106,8 +128,24 @@ func (l *Lab) startNode(ctx context.Context, c Cluster, n Node, tools Tools, arc
 		"--config", d.file("kube-proxy.yaml"), "--v=1"); err != nil {
 		return err
 	}
-	l.step("node %s: %s, pods %s, containerd, kubelet, kube-proxy", n.Name, n.IP, n.PodCIDR)
 	return nil
+}
+
+// restartNode starts a node whose processes were killed again: containerd
+// with its images and state, kubelet, which starts the node's pods again,
+// and kube-proxy.
+func (l *Lab) restartNode(ctx context.Context, n Node) error {
+	return l.startProcesses(ctx, n, l.tools, "")
+}
+
+// relink sets node n's link up again after a cut and gives it back the
+// routes the cut took.
+func (l *Lab) relink(c Cluster, n Node) error {
+	ns := l.Topo.NS(n.Name)
+	if err := ns.LinkUp("eth0"); err != nil {
+		return err
+	}
+	return nodeRoutes(ns, c, n)
 }
 
 // waitFor retries f until it succeeds, ctx ends or timeout passes; the

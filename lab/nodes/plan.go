@@ -59,10 +59,23 @@ func (c Cluster) DNSIP() netip.Addr {
 	return a
 }
 
-// GatewayNode is the node labelled submariner.io/gateway=true.
-func (c Cluster) GatewayNode() Node {
+// GatewayNodes are the nodes labelled submariner.io/gateway=true: the
+// agent runs on each, and they elect the cluster's active gateway.
+func (c Cluster) GatewayNodes() []Node {
+	var out []Node
 	for _, n := range c.Nodes {
 		if n.Gateway {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// Worker is the cluster's node that is no gateway, where the tutorial's
+// client runs.
+func (c Cluster) Worker() Node {
+	for _, n := range c.Nodes {
+		if !n.Gateway {
 			return n
 		}
 	}
@@ -116,8 +129,9 @@ func ScenarioByName(name string) (Scenario, error) {
 	return Scenario{}, fmt.Errorf("no scenario %q; use %s", name, strings.Join(names, " or "))
 }
 
-// cluster lays out a cluster of two nodes: the gateway node holds the
-// first /24 of the Pod CIDR, the worker the second.
+// cluster lays out a cluster of three nodes, each with a /24 of the Pod
+// CIDR: two gateway nodes, so that one takes over when the other fails,
+// and a worker between them.
 func cluster(name string, index int, pods, services, global string) Cluster {
 	c := Cluster{
 		Name:        name,
@@ -128,7 +142,7 @@ func cluster(name string, index int, pods, services, global string) Cluster {
 	if global != "" {
 		c.GlobalCIDR = netip.MustParsePrefix(global)
 	}
-	for i, role := range []string{"gateway", "worker"} {
+	for i, role := range []string{"gateway", "worker", "gateway2"} {
 		a := c.PodCIDR.Addr().As4()
 		a[2] = byte(i)
 		c.Nodes = append(c.Nodes, Node{
@@ -136,7 +150,7 @@ func cluster(name string, index int, pods, services, global string) Cluster {
 			Cluster: name,
 			IP:      netip.AddrFrom4([4]byte{198, 18, byte(index), byte(10 + i)}),
 			PodCIDR: netip.PrefixFrom(netip.AddrFrom4(a), 24),
-			Gateway: role == "gateway",
+			Gateway: role != "worker",
 		})
 	}
 	return c

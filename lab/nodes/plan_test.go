@@ -56,8 +56,8 @@ func TestScenariosAreTheTutorials(t *testing.T) {
 					t.Errorf("node %s has %d pod routes, want one per other node", n.Name, len(routes))
 				}
 			}
-			if gateways != 1 || len(c.Nodes) < 2 {
-				t.Errorf("%s: %d nodes, %d gateways; want a gateway node and a worker", c.Name, len(c.Nodes), gateways)
+			if gateways != 2 || len(c.Nodes) != 3 {
+				t.Errorf("%s: %d nodes, %d gateways; want two gateway nodes and a worker", c.Name, len(c.Nodes), gateways)
 			}
 		}
 	}

@@ -43,40 +43,12 @@ type Tutorial struct {
 // seconds, more on a busy two-core host.
 const checkDeadline = 3 * time.Minute
 
-// Run runs the scenario's part of the tutorial.
+// Run runs the scenario's part of the tutorial, and then fails each
+// cluster's active gateway over in each way while traffic runs.
 func (t *Tutorial) Run(ctx context.Context) error {
 	sc := t.Lab.Scenario
 	a, b := sc.Clusters[0], sc.Clusters[1]
-	deploy := []string{"--context", ContextPrefix + Broker, "deploy-broker"}
-	if sc.GlobalnetRange.IsValid() {
-		deploy = append(deploy, "--globalnet=true", "--globalnet-cidr-range", sc.GlobalnetRange.String())
-	}
-	if err := t.snorkel(ctx, deploy...); err != nil {
-		return err
-	}
-	for _, c := range sc.Clusters {
-		join := []string{"--context", c.Context(), "join", "broker-info.subm", "--clusterid", c.Name}
-		if c.GlobalCIDR.IsValid() {
-			join = append(join, "--globalnet-cidr", c.GlobalCIDR.String())
-		}
-		if t.CableDriver != "" {
-			join = append(join, "--cable-driver", t.CableDriver)
-		}
-		if err := t.snorkel(ctx, join...); err != nil {
-			return err
-		}
-	}
-	for _, c := range sc.Clusters {
-		for _, w := range []string{"daemonset/snorkel-agent", "daemonset/submariner-routeagent", "deployment/submariner-lighthouse-coredns"} {
-			if err := t.kubectl(ctx, "--context", c.Context(), "-n", "submariner-operator", "rollout", "status", w, "--timeout=5m"); err != nil {
-				return err
-			}
-		}
-	}
-	if err := t.whereami(ctx, b); err != nil {
-		return err
-	}
-	if err := t.client(ctx, a); err != nil {
+	if err := t.Setup(ctx); err != nil {
 		return err
 	}
 	if sc.GlobalnetRange.IsValid() {
@@ -112,11 +84,50 @@ func (t *Tutorial) Run(ctx context.Context) error {
 	}
 	t.diagnose(ctx, a, b)
 	t.gather(ctx, a, b)
+	t.failovers(ctx, a, b)
 	if len(t.failed) > 0 {
 		return fmt.Errorf("nodes: %d checks failed: %s", len(t.failed), strings.Join(t.failed, "; "))
 	}
 	fmt.Fprintln(t.Out, "all checks passed")
 	return nil
+}
+
+// Setup deploys the broker, joins every cluster and waits for Snorkel's
+// workloads, then deploys the tutorial's services in the second cluster
+// and the client in the first.
+func (t *Tutorial) Setup(ctx context.Context) error {
+	sc := t.Lab.Scenario
+	a, b := sc.Clusters[0], sc.Clusters[1]
+	deploy := []string{"--context", ContextPrefix + Broker, "deploy-broker"}
+	if sc.GlobalnetRange.IsValid() {
+		deploy = append(deploy, "--globalnet=true", "--globalnet-cidr-range", sc.GlobalnetRange.String())
+	}
+	if err := t.snorkel(ctx, deploy...); err != nil {
+		return err
+	}
+	for _, c := range sc.Clusters {
+		join := []string{"--context", c.Context(), "join", "broker-info.subm", "--clusterid", c.Name}
+		if c.GlobalCIDR.IsValid() {
+			join = append(join, "--globalnet-cidr", c.GlobalCIDR.String())
+		}
+		if t.CableDriver != "" {
+			join = append(join, "--cable-driver", t.CableDriver)
+		}
+		if err := t.snorkel(ctx, join...); err != nil {
+			return err
+		}
+	}
+	for _, c := range sc.Clusters {
+		for _, w := range []string{"daemonset/snorkel-agent", "daemonset/submariner-routeagent", "deployment/submariner-lighthouse-coredns"} {
+			if err := t.kubectl(ctx, "--context", c.Context(), "-n", "submariner-operator", "rollout", "status", w, "--timeout=5m"); err != nil {
+				return err
+			}
+		}
+	}
+	if err := t.whereami(ctx, b); err != nil {
+		return err
+	}
+	return t.client(ctx, a)
 }
 
 // checks are the tutorial's checks between two clusters with distinct
@@ -257,13 +268,7 @@ func (t *Tutorial) whereami(ctx context.Context, c Cluster) error {
 // client starts the client pod on c's worker node.
 func (t *Tutorial) client(ctx context.Context, c Cluster) error {
 	f := filepath.Join(t.Lab.StateDir, "client-"+c.Name+".yaml")
-	worker := ""
-	for _, n := range c.Nodes {
-		if !n.Gateway {
-			worker = n.Name
-		}
-	}
-	if err := os.WriteFile(f, []byte(clientManifest(worker)), 0o644); err != nil {
+	if err := os.WriteFile(f, []byte(clientManifest(c.Worker().Name)), 0o644); err != nil {
 		return err
 	}
 	if err := t.kubectl(ctx, "--context", c.Context(), "apply", "-f", f); err != nil {

@@ -79,6 +79,18 @@ func (n *NS) LinkUp(link string) error {
 	return nil
 }
 
+// LinkDown sets a link down; the kernel drops the routes through it.
+func (n *NS) LinkDown(link string) error {
+	nl, l, err := n.link(link)
+	if err != nil {
+		return err
+	}
+	if err := nl.LinkSetDown(l); err != nil {
+		return fmt.Errorf("topo: set %s down in %s: %w", link, n.name, err)
+	}
+	return nil
+}
+
 // SetMTU sets a link's MTU.
 func (n *NS) SetMTU(link string, mtu int) error {
 	nl, l, err := n.link(link)
