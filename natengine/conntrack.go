@@ -262,6 +262,12 @@ func (t *table) find(k *key) (uint32, uint32) {
 	}
 }
 
+// has reports whether a flow has key k. Under Engine.mu.
+func (t *table) has(k *key) bool {
+	i, _ := t.find(k)
+	return i != 0
+}
+
 // alloc returns a free slot, or 0 when the slab is at its maximum. Under
 // Engine.mu.
 func (t *table) alloc() uint32 {

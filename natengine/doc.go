@@ -45,6 +45,14 @@
 // amount of it per packet when a new second begins, and never scans the
 // table. SetRules, Flows and Stats may run at any time.
 //
+// Replication (journal.go, record.go, replica.go, import.go): an attached
+// Journal receives a Record of every flow created, every change of a
+// flow's state word and every flow removed; it is bounded, and a consumer
+// that falls behind is told to Dump the table again. Writing a record
+// allocates nothing; without a journal an event costs one atomic load. A
+// standby keeps the records in a Replica and Imports it when it takes over,
+// so that established flows keep their global addresses and ports.
+//
 // Clusterset IPs (clusterset.go): Clusterset carries connections to the
 // VIPs of MCS ServiceImports, without Globalnet. A new connection to a VIP
 // port gets one backend, the local cluster's when there is one, else the

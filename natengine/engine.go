@@ -70,7 +70,10 @@ type Engine struct {
 	base  time.Duration    // second 0, for the default clock
 	rand  func() uint32
 	stats counters
-	live  atomic.Int64
+	// journal, when set, receives every flow created, changed and removed
+	// (journal.go).
+	journal atomic.Pointer[Journal]
+	live    atomic.Int64
 	// reaped is the last second the wheel was fully processed for; a
 	// packet that sees a later second tries to advance it.
 	reaped atomic.Uint32
@@ -303,7 +306,11 @@ func (e *Engine) touch(v *view, now uint32, reply bool, flags uint8) {
 	old := uint64(v.seq)<<32 | uint64(v.st)
 	for {
 		w := old&^0xffffffff | uint64(advance(uint32(old), v.proto, reply, flags))
-		if w == old || f.state.CompareAndSwap(old, w) {
+		if w == old {
+			break
+		}
+		if f.state.CompareAndSwap(old, w) {
+			e.noteChange(v, uint32(w), now)
 			break
 		}
 		if old = f.state.Load(); uint32(old>>32) != v.seq {
@@ -439,27 +446,35 @@ func (e *Engine) setKind(c *flow, p *packet.Parsed, kind uint8) {
 // insert stores candidate flow c, applies its first packet p and schedules
 // it; it returns the flow's index. Under e.mu, with room made.
 func (e *Engine) insert(c *flow, p *packet.Parsed, now uint32) uint32 {
+	return e.place(c, advance(initialState(c.proto), c.proto, false, p.TCPFlags), now, now)
+}
+
+// place stores candidate flow c with state word st, created at second
+// created, seen now, and schedules it; it returns the flow's index. Under
+// e.mu, with room made.
+func (e *Engine) place(c *flow, st, created, now uint32) uint32 {
 	i := e.t.alloc()
 	f := e.t.flow(i)
 	f.local, f.global, f.remote = c.local, c.global, c.remote
 	f.lport, f.gport, f.rport = c.lport, c.gport, c.rport
 	f.proto, f.kind = c.proto, c.kind
 	f.owner = c.owner
-	f.created = now
+	f.created = created
 	f.seen.Store(now)
-	st := advance(initialState(c.proto), c.proto, false, p.TCPFlags)
 	e.t.link(i, st)
 	r := ref{i, f.seq()}
 	e.wheel.add(r, e.to.check(f, st, now, now))
 	e.evict.push(r)
 	e.live.Add(1)
 	e.stats.newFlows.Add(1)
+	e.note(OpNew, f, st)
 	return i
 }
 
 // remove deletes live flow i. Under e.mu.
 func (e *Engine) remove(i uint32) {
 	f := e.t.flow(i)
+	e.note(OpRemove, f, f.st())
 	if f.proto == protoUDP && f.kind&kindInbound == 0 {
 		e.binds.release(endpoint{f.local, f.lport})
 	}
