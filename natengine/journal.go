@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Replication: a cluster's active gateway keeps its standby's copy of the
@@ -73,18 +74,26 @@ func (f *flow) record(op Op, st, now uint32) Record {
 type Journal struct {
 	mu       sync.Mutex
 	buf      []Record
+	at       []int64 // when each record was written, by now
+	now      func() int64
 	head, n  int
 	lost     bool // records were dropped since the last Drain
 	ready    chan struct{}
 	overflow atomic.Uint64
 }
 
-// NewJournal returns a journal that holds up to capacity records.
-func NewJournal(capacity int) (*Journal, error) {
+// NewJournal returns a journal that holds up to capacity records, each
+// stamped with now (nanoseconds; default the wall clock) when written, so
+// that a consumer can tell how far behind it runs. Records are written per
+// flow event, not per packet.
+func NewJournal(capacity int, now func() int64) (*Journal, error) {
 	if capacity < 1 {
 		return nil, fmt.Errorf("natengine: journal capacity %d is out of range; use at least 1", capacity)
 	}
-	return &Journal{buf: make([]Record, capacity), ready: make(chan struct{}, 1)}, nil
+	if now == nil {
+		now = func() int64 { return time.Now().UnixNano() }
+	}
+	return &Journal{buf: make([]Record, capacity), at: make([]int64, capacity), now: now, ready: make(chan struct{}, 1)}, nil
 }
 
 func (j *Journal) put(r *Record) {
@@ -95,7 +104,8 @@ func (j *Journal) put(r *Record) {
 			j.overflow.Add(1)
 		}
 	} else {
-		j.buf[(j.head+j.n)%len(j.buf)] = *r
+		i := (j.head + j.n) % len(j.buf)
+		j.buf[i], j.at[i] = *r, j.now()
 		j.n++
 	}
 	j.mu.Unlock()
@@ -109,12 +119,13 @@ func (j *Journal) put(r *Record) {
 // returns nothing.
 func (j *Journal) Ready() <-chan struct{} { return j.ready }
 
-// Drain moves up to len(dst) records, oldest first, into dst and returns
-// how many. lost reports that records were dropped since the last Drain:
+// Drain moves up to len(dst) records, oldest first, into dst, and their
+// stamps into at unless it is nil (else at least as long as dst), and
+// returns how many. lost reports that records were dropped since the last Drain:
 // the journal is then emptied, and the consumer must Dump the table again
 // (the journal keeps recording meanwhile, so nothing after this call is
 // missed).
-func (j *Journal) Drain(dst []Record) (n int, lost bool) {
+func (j *Journal) Drain(dst []Record, at []int64) (n int, lost bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.lost {
@@ -123,6 +134,9 @@ func (j *Journal) Drain(dst []Record) (n int, lost bool) {
 	}
 	for n < len(dst) && j.n > 0 {
 		dst[n] = j.buf[j.head]
+		if at != nil {
+			at[n] = j.at[j.head]
+		}
 		j.head = (j.head + 1) % len(j.buf)
 		j.n--
 		n++

@@ -75,7 +75,7 @@ func replicate(t *testing.T, a *testEngine, j *Journal, replica *Replica, dump b
 	}
 	buf := make([]Record, 5)
 	for {
-		n, lost := j.Drain(buf)
+		n, lost := j.Drain(buf, nil)
 		if lost {
 			t.Fatal("journal overflowed")
 		}
@@ -110,7 +110,7 @@ func TestReplicatedFlowsTranslateAsOnTheActive(t *testing.T) {
 	}{{"IPv4", testRules(), v4}, {"IPv6", testRules6(), v6}} {
 		t.Run(set.name, func(t *testing.T) {
 			a := newTestEngine(t, Config{}, set.rules)
-			j, err := NewJournal(64)
+			j, err := NewJournal(64, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -175,7 +175,7 @@ func flowSummary(fl []Flow) string {
 
 func TestReplicaFollowsRemovalsAndStateChanges(t *testing.T) {
 	a := newTestEngine(t, Config{}, testRules())
-	j, _ := NewJournal(64)
+	j, _ := NewJournal(64, nil)
 	a.SetJournal(j)
 	replica := NewReplica(DefaultMaxFlows)
 	tcpConv := conversation{"TCP", pkt{src: "10.0.0.7", dst: "242.2.0.9", proto: tcp, sport: 40000, dport: 443, flags: syn}, false}
@@ -210,14 +210,14 @@ func TestReplicaFollowsRemovalsAndStateChanges(t *testing.T) {
 
 func TestResyncDropsWhatTheActiveNoLongerHas(t *testing.T) {
 	a := newTestEngine(t, Config{}, testRules())
-	j, _ := NewJournal(1)
+	j, _ := NewJournal(1, nil)
 	a.SetJournal(j)
 	replica := NewReplica(DefaultMaxFlows)
 	replica.Apply(&Record{Op: OpNew, Proto: udp, State: uint32(StateReplied), Local: a16("10.0.0.99"), Remote: a16("242.2.0.1"), Global: a16("242.1.0.1"), LPort: 1, GPort: 1, RPort: 2})
 	for _, p := range []uint16{1000, 1001, 1002} {
 		conversation{"UDP", pkt{src: "10.0.0.7", dst: "242.2.0.9", proto: udp, sport: p, dport: 53}, false}.open(t, a)
 	}
-	if _, lost := j.Drain(make([]Record, 8)); !lost {
+	if _, lost := j.Drain(make([]Record, 8), nil); !lost {
 		t.Fatal("Drain of an overflowed journal did not report the loss")
 	}
 	if j.Overflows() != 1 {
@@ -300,7 +300,7 @@ func TestImportKeepsTheEngineInvariants(t *testing.T) {
 
 func TestJournalCostsNoAllocations(t *testing.T) {
 	e := newTestEngine(t, Config{}, testRules())
-	j, _ := NewJournal(16)
+	j, _ := NewJournal(16, nil)
 	e.SetJournal(j)
 	orig, reply := conversation{"TCP", pkt{src: "10.0.0.7", dst: "242.2.0.9", proto: tcp, sport: 40000, dport: 443, flags: syn}, false}.open(t, e)
 	// Every packet of the cycle changes the state word: RST closes, SYN
@@ -326,6 +326,7 @@ func TestJournalCostsNoAllocations(t *testing.T) {
 	}
 	buf := make([]byte, 1500)
 	drained := make([]Record, 16)
+	stamps := make([]int64, 16)
 	var p packet.Parsed
 	j.Reset()
 	allocs := testing.AllocsPerRun(1000, func() {
@@ -336,7 +337,7 @@ func TestJournalCostsNoAllocations(t *testing.T) {
 				t.Fatal("dropped")
 			}
 		}
-		if n, lost := j.Drain(drained); n != len(steps) || lost {
+		if n, lost := j.Drain(drained, stamps); n != len(steps) || lost {
 			t.Fatalf("journal holds %d records (lost %v), want one per packet (%d)", n, lost, len(steps))
 		}
 	})
