@@ -60,6 +60,10 @@ type Options struct {
 	// Translator, if set, translates every packet in place of the NAT
 	// engine New starts for a config with Globalnet.
 	Translator Translator
+	// Takeover, if set, is the follower of the gateway this one takes over
+	// from: it is stopped, and its replica imported into the NAT engine
+	// before the first packet is translated.
+	Takeover *Follower
 }
 
 // Gateway is a running data-plane engine. Create it with New and drive it
@@ -79,6 +83,9 @@ type Gateway struct {
 	// connections.
 	clusterset atomic.Pointer[clustersetState]
 	csEngine   atomic.Pointer[natengine.Clusterset]
+	// sync serves the NAT engine's flows to the passive gateway; nil
+	// unless Spec.Sync.Listen is set.
+	sync *syncServer
 
 	// globalRoutes is this cluster's global CIDR with Globalnet, else nil:
 	// the only destinations a remote may address before translation.
@@ -137,11 +144,16 @@ func newGatewayFor(s *spec, opts Options) (*Gateway, error) {
 			return nil, err
 		}
 	}
+	g.takeOver(opts.Takeover)
 	tr, key, err := newTransport(s, g, g.log)
 	if err != nil {
 		return nil, err
 	}
 	g.attach(tr, key)
+	if err := g.startSync(); err != nil {
+		g.Close()
+		return nil, err
+	}
 	return g, nil
 }
 

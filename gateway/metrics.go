@@ -42,6 +42,13 @@ var (
 	descCSRemoved    = prometheus.NewDesc("snorkel_clusterset_ip_connections_removed_total", "Connections to clusterset IPs removed, by cause: expired (idle), retired (their VIP, port or backend went).", []string{"cause"}, nil)
 	descCSXlated     = prometheus.NewDesc("snorkel_clusterset_ip_translations_total", "Packets translated to or from a clusterset IP, both directions.", nil, nil)
 	descCSDrops      = prometheus.NewDesc("snorkel_clusterset_ip_drops_total", "Packets to clusterset IPs, or to the SNAT address, refused, by reason.", []string{"reason"}, nil)
+	descSyncSent     = prometheus.NewDesc("snorkel_sync_records_sent_total", "Connection-tracking records the active gateway sent to the passive one.", nil, nil)
+	descSyncRecvd    = prometheus.NewDesc("snorkel_sync_records_received_total", "Connection-tracking records the passive gateway received from the active one.", nil, nil)
+	descSyncResyncs  = prometheus.NewDesc("snorkel_sync_resyncs_total", "Full dumps of the connection-tracking table sent (active) or received (passive): one per connection, and one per journal overflow.", nil, nil)
+	descSyncOverflow = prometheus.NewDesc("snorkel_sync_journal_overflows_total", "Times the active gateway's sync journal filled up while a passive gateway was connected, forcing a resync.", nil, nil)
+	descSyncReplica  = prometheus.NewDesc("snorkel_sync_replica_flows", "Flows the passive gateway holds to take over.", nil, nil)
+	descSyncLag      = prometheus.NewDesc("snorkel_sync_lag_seconds", "Time from a flow event on the active gateway to its record reaching the passive one, for the last record received.", nil, nil)
+	descSyncConn     = prometheus.NewDesc("snorkel_sync_connected", "1 while the sync connection between the gateways is up.", []string{"role"}, nil)
 	descNATEvictions = prometheus.NewDesc("snorkel_nat_evictions_total", "Globalnet flows and pending first fragments removed to make room, by reason: unreplied, fair_share, fragment_source_limit, fragment_table_full.", []string{"reason"}, nil)
 )
 
@@ -60,7 +67,8 @@ func (g *Gateway) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRxBytes, descTxBytes, descConns, descEstab, descRxPkts, descTxPkts, descDrops, descTrDrops,
 		descLatency, descRTT, descProbesSent, descProbesRecvd, descProbesLost,
 		descNATFlows, descNATFragments, descNATCreated, descNATRemoved, descNATDrops, descNATEvictions,
-		descCSConns, descCSCreated, descCSRemoved, descCSXlated, descCSDrops} {
+		descCSConns, descCSCreated, descCSRemoved, descCSXlated, descCSDrops,
+		descSyncSent, descSyncRecvd, descSyncResyncs, descSyncOverflow, descSyncReplica, descSyncLag, descSyncConn} {
 		ch <- d
 	}
 }
@@ -109,6 +117,9 @@ func (g *Gateway) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descNATEvictions, prometheus.CounterValue, float64(v), reason)
 		}
 	}
+	if st.Sync != nil {
+		collectSync(ch, st.Sync)
+	}
 	if c := st.ClustersetIP; c != nil {
 		ch <- prometheus.MustNewConstMetric(descCSConns, prometheus.GaugeValue, float64(c.Connections))
 		ch <- prometheus.MustNewConstMetric(descCSCreated, prometheus.CounterValue, float64(c.LocalFlows), "local")
@@ -120,6 +131,24 @@ func (g *Gateway) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descCSDrops, prometheus.CounterValue, float64(v), reason)
 		}
 	}
+}
+
+// collectSync reports a sync end's counters.
+func collectSync(ch chan<- prometheus.Metric, s *SyncStatus) {
+	up := 0.0
+	if s.Connected {
+		up = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descSyncConn, prometheus.GaugeValue, up, s.Role)
+	ch <- prometheus.MustNewConstMetric(descSyncResyncs, prometheus.CounterValue, float64(s.Resyncs))
+	if s.Role == "active" {
+		ch <- prometheus.MustNewConstMetric(descSyncSent, prometheus.CounterValue, float64(s.RecordsSent))
+		ch <- prometheus.MustNewConstMetric(descSyncOverflow, prometheus.CounterValue, float64(s.Overflows))
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(descSyncRecvd, prometheus.CounterValue, float64(s.RecordsReceived))
+	ch <- prometheus.MustNewConstMetric(descSyncReplica, prometheus.GaugeValue, float64(s.Replica))
+	ch <- prometheus.MustNewConstMetric(descSyncLag, prometheus.GaugeValue, s.LastLagSeconds)
 }
 
 // collectHealth reports the probes to remote cluster; lbl are its cable
@@ -206,6 +235,10 @@ func (g *Gateway) Stats() Stats {
 		}
 	}
 	st.ClustersetIP = g.clustersetStatus()
+	if g.sync != nil {
+		ss := g.sync.c.status("active")
+		st.Sync = &ss
+	}
 	for _, d := range g.TransportDrops() {
 		cluster := ""
 		if r := rs.state(d.Peer); r != nil {

@@ -31,6 +31,9 @@ type Runner struct {
 	// failed receives the error of a gateway that stopped on its own
 	// (its device failed), not because the Runner stopped it.
 	failed chan error
+	// follower keeps the active gateway's flows while this one is passive
+	// (Spec.Sync.Follow); the next gateway started takes them over.
+	follower *Follower
 }
 
 // running is one started gateway.
@@ -59,9 +62,17 @@ func NewRunner(log *slog.Logger) *Runner {
 // it was; an s without remotes stops it and leaves the guard as it was,
 // since a passive gateway's node must not send the remotes' traffic in
 // cleartext either.
+//
+// A spec with Sync.Follow (the passive gateway's) keeps a Follower of the
+// active gateway running; the next gateway started, when this one becomes
+// active, imports its flows before it translates a packet.
 func (r *Runner) Apply(ctx context.Context, s *Spec) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	defer r.dropFollowerLocked(s)
+	if err := r.followLocked(s); err != nil {
+		return err
+	}
 	if len(s.Remotes) == 0 {
 		// With no one to connect to, the gateway has nothing to do.
 		r.stopLocked()
@@ -118,8 +129,63 @@ func (r *Runner) updateLocked(next *spec) error {
 	return nil
 }
 
+// followLocked starts, moves or keeps the follower as s.Sync says. A spec
+// that no longer follows leaves the follower for the gateway Apply starts
+// next (dropFollowerLocked ends it if none does). Under r.mu.
+func (r *Runner) followLocked(s *Spec) error {
+	sy := s.Sync
+	if sy == nil || !sy.Follow.IsValid() {
+		return nil
+	}
+	var errs errList
+	sy.check(&errs, s.Globalnet != nil)
+	if err := errs.err(); err != nil {
+		return err
+	}
+	if f := r.follower; f != nil {
+		if f.spec.Follow == sy.Follow && string(f.spec.Key) == string(sy.Key) {
+			return nil
+		}
+		f.Stop()
+	}
+	maxFlows := 0
+	if s.Globalnet != nil {
+		maxFlows = s.Globalnet.MaxFlows
+	}
+	f, err := NewFollower(*sy, maxFlows, r.log)
+	if err != nil {
+		return err
+	}
+	r.follower = f
+	r.log.Info("sync: following the active gateway", "active", sy.Follow)
+	return nil
+}
+
+// dropFollowerLocked ends a follower that s no longer wants and no gateway
+// took over from. Under r.mu.
+func (r *Runner) dropFollowerLocked(s *Spec) {
+	if r.follower != nil && (s.Sync == nil || !s.Sync.Follow.IsValid()) {
+		r.follower.Stop()
+		r.follower = nil
+	}
+}
+
+// SyncStatus is the follower's status while this gateway is passive.
+func (r *Runner) SyncStatus() (SyncStatus, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.follower == nil {
+		return SyncStatus{}, false
+	}
+	return r.follower.Status(), true
+}
+
 func (r *Runner) start(s *spec) (*running, error) {
-	g, err := newGatewayFor(s, Options{Logger: r.log})
+	opts := Options{Logger: r.log}
+	if s.Sync == nil || !s.Sync.Follow.IsValid() {
+		opts.Takeover, r.follower = r.follower, nil
+	}
+	g, err := newGatewayFor(s, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -176,10 +242,14 @@ func (r *Runner) Describe(chan<- *prometheus.Desc) {}
 // metrics, none while no gateway runs.
 func (r *Runner) Collect(ch chan<- prometheus.Metric) {
 	r.mu.Lock()
-	cur := r.cur
+	cur, f := r.cur, r.follower
 	r.mu.Unlock()
 	if cur != nil {
 		cur.g.Collect(ch)
+	}
+	if f != nil {
+		st := f.Status()
+		collectSync(ch, &st)
 	}
 }
 
@@ -192,6 +262,10 @@ func (r *Runner) Close() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.stopLocked()
+	if r.follower != nil {
+		r.follower.Stop()
+		r.follower = nil
+	}
 }
 
 // Stats returns the running gateway's statistics, or false when none runs.

@@ -35,6 +35,9 @@ type Spec struct {
 	// ClustersetIP is nil when no clusterset IP is in use.
 	ClustersetIP *ClustersetIPSpec
 	Health       HealthSpec
+	// Sync replicates Globalnet's connection tracking between a cluster's
+	// two gateways; nil when off.
+	Sync *SyncSpec
 }
 
 // ClusterSpec is the local cluster.
@@ -333,6 +336,7 @@ func (s *Spec) deriveInto(errs *errList) *spec {
 	s.deriveGlobalnet(errs, d)
 	s.deriveHealth(errs, d)
 	s.deriveClustersetIP(errs, d)
+	s.Sync.check(errs, s.Globalnet != nil)
 	if t.Kind == transport.ESP {
 		s.checkESP(errs, d)
 	}

@@ -59,6 +59,9 @@ type Stats struct {
 	Globalnet *GlobalnetStatus `json:"globalnet,omitempty"`
 	// ClustersetIP is set while the gateway serves clusterset IPs.
 	ClustersetIP *ClustersetIPStatus `json:"clustersetIP,omitempty"`
+	// Sync is set while the gateway serves its flows to the passive one
+	// (sync.listen).
+	Sync *SyncStatus `json:"sync,omitempty"`
 }
 
 // TransportDrop is a count of packets the transport discarded.
