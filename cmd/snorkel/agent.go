@@ -43,6 +43,7 @@ func runAgent(args []string) error {
 	privateIP := fs.String("private-ip", "", "this node's address between gateways (default the local address that reaches the broker)")
 	publicIP := fs.String("public-ip", "", "the address other clusters reach this node at across NAT (default the node's "+agent.PublicIPAnnotation+" annotation, else what NAT discovery learns)")
 	discoveryPort := fs.Int("natt-discovery-port", natdiscovery.DefaultPort, "the UDP port of NAT discovery, served on the private IP and published to the other gateways")
+	syncPort := fs.Int("sync-port", gateway.DefaultSyncPort, "the TCP port on the private IP where, under Globalnet, the active gateway serves its connection tracking to the passive ones")
 	healthCheckIP := fs.String("health-check-ip", "", "this gateway's address on its TUN device, published for other gateways' health probes (default the node's address in the cluster's Pod CIDRs, else --private-ip; none when the cluster joined with --health-check=false)")
 	keyFile := fs.String("wireguard-key-file", "/var/lib/snorkel/wireguard.key", "WireGuard private key, made if missing (wireguard cable driver only)")
 	tunName := fs.String("tun", gateway.DefaultTUNName, "the gateway's TUN device")
@@ -132,6 +133,7 @@ func runAgent(args []string) error {
 		PrivateIP:        *privateIP,
 		PublicIP:         *publicIP,
 		NATDiscoveryPort: *discoveryPort,
+		SyncPort:         *syncPort,
 		HealthCheckIP:    *healthCheckIP,
 		BackendConfig:    backend,
 		Gateway:          gw,

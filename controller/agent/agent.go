@@ -21,6 +21,7 @@ import (
 	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
 	"github.com/snorkel-net/snorkel/controller/globalnet"
 	"github.com/snorkel-net/snorkel/controller/servicesync"
+	"github.com/snorkel-net/snorkel/gateway"
 	"github.com/snorkel-net/snorkel/natengine"
 )
 
@@ -46,12 +47,16 @@ type Agent struct {
 	// reconcileCh, statusCh and discoverCh wake the leader's loop, the
 	// status writer and NAT discovery; a send never blocks.
 	reconcileCh, statusCh, discoverCh chan struct{}
+	// followCh wakes a passive gateway's followLoop.
+	followCh chan struct{}
 
 	started atomic.Bool
 	// leadMu keeps a new term from starting before the last one has
 	// stepped down.
 	leadMu  sync.Mutex
 	leading sync.WaitGroup
+	// passive is the passive spec last applied; under leadMu.
+	passive *gateway.Spec
 
 	mu     sync.Mutex
 	active bool
@@ -101,6 +106,7 @@ func New(cfg Config) (*Agent, error) {
 		reconcileCh: make(chan struct{}, 1),
 		statusCh:    make(chan struct{}, 1),
 		discoverCh:  make(chan struct{}, 1),
+		followCh:    make(chan struct{}, 1),
 		failures:    map[string]string{},
 	}
 	var err error
@@ -135,6 +141,7 @@ func (a *Agent) watch(kind string, gvr schema.GroupVersionResource) cache.Shared
 	changed := func() {
 		a.setFailure(area, nil)
 		wake(a.reconcileCh)
+		wake(a.followCh)
 	}
 	// The handlers only signal, so neither registration can fail in a
 	// way that matters: a failure would mean the informer already ran.
@@ -181,6 +188,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		defer close(statusDone)
 		a.statusLoop(statusCtx)
 	}()
+	go a.followLoop(ctx)
 	a.elect(ctx)
 	stopStatus()
 	<-statusDone

@@ -123,6 +123,10 @@ type Config struct {
 	// Port is the gateway's UDP port; default the one `snorkel join
 	// --nattport` recorded in Member (4500 unless given).
 	Port int
+	// SyncPort is the TCP port on PrivateIP where, under Globalnet, the
+	// active gateway serves its connection tracking to the passive ones;
+	// default gateway.DefaultSyncPort.
+	SyncPort int
 	// HealthCheckIP is the gateway's address on its TUN device, which
 	// other gateways probe; it becomes the TUN address when Gateway.TUN
 	// has none.
@@ -178,6 +182,9 @@ func (c *Config) applyDefaults() {
 	}
 	if c.NATDiscoveryPort == 0 {
 		c.NATDiscoveryPort = natdiscovery.DefaultPort
+	}
+	if c.SyncPort == 0 {
+		c.SyncPort = gateway.DefaultSyncPort
 	}
 	e := &c.Election
 	if e.LeaseName == "" {
@@ -271,6 +278,9 @@ func (c *Config) validate() error {
 	}
 	if c.Port < 1 || c.Port > 65535 {
 		bad("Config.Port %d is not a UDP port; use 1 to 65535 (default %d)", c.Port, gateway.DefaultPort)
+	}
+	if c.SyncPort < 1 || c.SyncPort > 65535 {
+		bad("Config.SyncPort %d is not a TCP port; use 1 to 65535 (default %d)", c.SyncPort, gateway.DefaultSyncPort)
 	}
 	if c.NATDiscoveryPort < 1 || c.NATDiscoveryPort > 65535 {
 		bad("Config.NATDiscoveryPort %d is not a UDP port; use 1 to 65535 (default %d)", c.NATDiscoveryPort, natdiscovery.DefaultPort)

@@ -111,8 +111,9 @@ func (a *Agent) lead(ctx, term context.Context) {
 	a.stepDown()
 }
 
-// stepDown ends a term: the data plane drops its remotes and the Gateway
-// turns passive.
+// stepDown ends a term: the data plane drops its remotes, follows the
+// next active gateway's connection tracking under Globalnet (followLoop
+// keeps it following), and the Gateway turns passive.
 //
 // The cluster's Endpoint stays where it is, as Submariner's does: the
 // remote clusters keep their tunnels to this gateway until the next active
@@ -122,9 +123,8 @@ func (a *Agent) lead(ctx, term context.Context) {
 func (a *Agent) stepDown() {
 	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.Election.RenewDeadline)
 	defer cancel()
-	if err := a.cfg.Dataplane.Apply(ctx, build(&a.cfg, nil, nil)); err != nil {
-		a.log.Warn("stopping the data plane's connections", "err", err)
-	}
+	a.passive = nil
+	a.applyPassive(ctx)
 	a.mu.Lock()
 	a.active = false
 	a.peers = nil
@@ -305,6 +305,7 @@ func (a *Agent) reconcile(ctx context.Context, t *progress) bool {
 // cluster has a block.
 func (a *Agent) gatewaySpec(rs []gateway.RemoteSpec, rules *natengine.Rules) *gateway.Spec {
 	s := build(&a.cfg, rs, rules)
+	a.withSyncListen(s)
 	if a.clusterset != nil {
 		owners := map[string][]netip.Prefix{s.Cluster.ID: append(slices.Clone(s.Cluster.PodCIDRs), s.Cluster.ServiceCIDRs...)}
 		for _, r := range s.Remotes {
