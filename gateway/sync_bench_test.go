@@ -28,7 +28,7 @@ func syncGateway(b *testing.B, on bool) (*Gateway, *Follower) {
 		var errs errList
 		s.Spec.Sync.check(&errs, true)
 	}
-	g := newGateway(s, Options{})
+	g := newGateway(s, Options{Logger: quiet})
 	if err := g.startNAT(); err != nil {
 		b.Fatal(err)
 	}

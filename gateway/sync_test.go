@@ -21,6 +21,9 @@ const syncSettle = 60 * time.Second
 
 var syncKey = []byte("sync test clusterset pre-shared key")
 
+// quiet keeps the sync's connection logs out of test and benchmark output.
+var quiet = slog.New(slog.DiscardHandler)
+
 func syncEngine(t testing.TB) *natengine.Engine {
 	t.Helper()
 	e, err := natengine.New(natengine.Config{MaxFlows: 1 << 16})
@@ -95,7 +98,7 @@ func serveSync(t testing.TB, e *natengine.Engine, mod func(*SyncSpec)) (*syncSer
 		t.Fatal(err)
 	}
 	closed := make(chan struct{})
-	srv, err := startSyncServer(s, e, slog.Default(), closed)
+	srv, err := startSyncServer(s, e, quiet, closed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +116,7 @@ func serveSync(t testing.TB, e *natengine.Engine, mod func(*SyncSpec)) (*syncSer
 
 func follow(t testing.TB, srv *syncServer, key []byte) *Follower {
 	t.Helper()
-	f, err := NewFollower(SyncSpec{Follow: netip.MustParseAddrPort(srv.Addr().String()), Key: key}, 0, slog.Default())
+	f, err := NewFollower(SyncSpec{Follow: netip.MustParseAddrPort(srv.Addr().String()), Key: key}, 0, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
