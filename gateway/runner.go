@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -297,9 +298,26 @@ func (r *Runner) MetricsHandler() http.Handler {
 	return r.handler(func(cur *running) http.Handler { return cur.metrics })
 }
 
-// DebugHandler serves the running gateway's Gateway.DebugHandler.
+// DebugHandler serves the running gateway's Gateway.DebugHandler; while
+// no gateway runs but a follower does (a passive gateway under Globalnet),
+// /status is the sync's state alone.
 func (r *Runner) DebugHandler() http.Handler {
-	return r.handler(func(cur *running) http.Handler { return cur.debug })
+	running := r.handler(func(cur *running) http.Handler { return cur.debug })
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r.mu.Lock()
+		f := r.follower
+		passive := r.cur == nil && f != nil
+		r.mu.Unlock()
+		if !passive || req.URL.Path != "/status" {
+			running.ServeHTTP(w, req)
+			return
+		}
+		st := f.Status()
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(Stats{Sync: &st})
+	})
 }
 
 // handler serves with pick's handler of whichever gateway runs at the time

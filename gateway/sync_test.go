@@ -3,11 +3,14 @@ package gateway
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
 	"net"
+	"net/http/httptest"
 	"net/netip"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -59,10 +62,17 @@ func udp4(src, dst netip.Addr, sport, dport uint16) []byte {
 	return b
 }
 
-// newFlows starts n UDP flows on e from local ports first, first+1, ...
+// newFlows starts n UDP flows on e from 10.0.0.7, local ports first,
+// first+1, ...
 func newFlows(t testing.TB, e *natengine.Engine, first, n int) {
 	t.Helper()
-	src, dst := netip.MustParseAddr("10.0.0.7"), netip.MustParseAddr("242.2.0.9")
+	newFlowsFrom(t, e, netip.MustParseAddr("10.0.0.7"), first, n)
+}
+
+// newFlowsFrom is newFlows from pod src.
+func newFlowsFrom(t testing.TB, e *natengine.Engine, src netip.Addr, first, n int) {
+	t.Helper()
+	dst := netip.MustParseAddr("242.2.0.9")
 	for i := range n {
 		b := udp4(src, dst, uint16(first+i), 53)
 		var p packet.Parsed
@@ -327,4 +337,88 @@ func TestSyncSpecErrorsNameTheFieldAndTheFix(t *testing.T) {
 	if s.Listen.Port() != DefaultSyncPort || s.Rate != DefaultSyncRate || s.Queue != DefaultSyncQueue {
 		t.Errorf("defaults: %+v", s)
 	}
+}
+
+func TestPassiveRunnerFollowsAndShowsItsSync(t *testing.T) {
+	e := syncEngine(t)
+	newFlows(t, e, 1000, 2)
+	srv, _ := serveSync(t, e, nil)
+	r := NewRunner(quiet)
+	defer r.Close()
+	passive := mustCompile(t, globalnetConfig())
+	passive.Remotes = nil
+	passive.Sync = &SyncSpec{Follow: netip.MustParseAddrPort(srv.Addr().String()), Key: syncKey}
+	if err := r.Apply(t.Context(), passive); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the passive runner's replica fills", func() bool {
+		st, ok := r.SyncStatus()
+		return ok && st.Replica == 2
+	})
+	rec := httptest.NewRecorder()
+	r.DebugHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/status", nil))
+	var st Stats
+	if err := json.Unmarshal(rec.Body.Bytes(), &st); err != nil || st.Sync == nil || st.Sync.Role != "passive" || st.Sync.Replica != 2 || !st.Sync.Connected {
+		t.Errorf("passive /status: %d %s (%v); want the sync, passive, connected, 2 flows", rec.Code, rec.Body, err)
+	}
+
+	// A spec that neither follows nor starts a gateway ends the follower.
+	passive.Sync = nil
+	if err := r.Apply(t.Context(), passive); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := r.SyncStatus(); ok {
+		t.Error("the follower outlived a spec without sync")
+	}
+}
+
+// TestRunnerTakesOverTheFollowedFlows runs a Runner passive, following an
+// active gateway's engine, then gives it the active spec: the gateway it
+// starts holds the followed flows before it reads a packet, and the
+// follower is gone.
+func TestRunnerTakesOverTheFollowedFlows(t *testing.T) {
+	cfg := globalnetConfig()
+	cfg.TUN.Name = "snk-sync0"
+	cfg.Transport.WireGuard.PrivateKeyFile = filepath.Join(t.TempDir(), "key")
+	d, err := mustCompile(t, cfg).derive()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := natengine.New(natengine.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.SetRules(d.globalnet.rules); err != nil {
+		t.Fatal(err)
+	}
+	newFlowsFrom(t, e, netip.MustParseAddr("10.8.3.3"), 1000, 3)
+	// Made outside the test's network namespace, as the follower's
+	// connections are.
+	srv, _ := serveSync(t, e, nil)
+	inFreshNetns(t, func() {
+		r := NewRunner(quiet)
+		defer r.Close()
+		passive := mustCompile(t, cfg)
+		passive.Remotes = nil
+		passive.Sync = &SyncSpec{Follow: netip.MustParseAddrPort(srv.Addr().String()), Key: syncKey}
+		if err := r.Apply(t.Context(), passive); err != nil {
+			t.Error(err)
+			return
+		}
+		waitFor(t, "the passive runner's replica fills", func() bool {
+			st, ok := r.SyncStatus()
+			return ok && st.Replica == 3
+		})
+		if err := r.Apply(t.Context(), mustCompile(t, cfg)); err != nil {
+			t.Error(err)
+			return
+		}
+		st, ok := r.Stats()
+		if !ok || st.Globalnet == nil || st.Globalnet.NAT == nil || st.Globalnet.NAT.Flows != 3 {
+			t.Errorf("the gateway started from the replica: %+v; want the 3 followed flows", st.Globalnet)
+		}
+		if _, ok := r.SyncStatus(); ok {
+			t.Error("the follower outlived the takeover")
+		}
+	})
 }
