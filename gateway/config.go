@@ -56,6 +56,9 @@ type Config struct {
 	// ClustersetIP, if set, carries connections to the clusterset IPs
 	// of services exported with --use-clusterset-ip; see clusterset.go.
 	ClustersetIP *ClustersetIP `json:"clustersetIP,omitempty"`
+	// Sync, if set, replicates Globalnet's connection tracking between
+	// the cluster's two gateways; see sync.go.
+	Sync *SyncConfig `json:"sync,omitempty"`
 }
 
 // Cluster is the local cluster.
@@ -371,6 +374,7 @@ func (c *Config) parse(errs *errList) *Spec {
 	c.parseGlobalnet(errs, s)
 	c.parseHealth(errs, s)
 	c.parseClustersetIP(errs, s)
+	c.parseSync(errs, s)
 	return s
 }
 

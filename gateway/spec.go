@@ -378,6 +378,7 @@ func (s *Spec) Config() Config {
 		UnderlayMTU:    s.UnderlayMTU,
 		MetricsAddress: s.MetricsAddress,
 		ClustersetIP:   s.clustersetConfig(),
+		Sync:           s.Sync.config(),
 	}
 	if a := s.TUN.Addr; a.IsValid() {
 		c.TUN.Address = a.String()

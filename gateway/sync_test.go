@@ -11,6 +11,8 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -421,4 +423,28 @@ func TestRunnerTakesOverTheFollowedFlows(t *testing.T) {
 			t.Error("the follower outlived the takeover")
 		}
 	})
+}
+
+func TestSyncSectionOfTheFileRoundTrips(t *testing.T) {
+	c := globalnetConfig()
+	c.Sync = &SyncConfig{Listen: "10.0.0.5", Key: string(syncKey)}
+	s, err := c.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Sync.Listen != netip.MustParseAddrPort("10.0.0.5:4491") || s.Sync.Rate != DefaultSyncRate {
+		t.Errorf("sync section compiled to %+v; want listen 10.0.0.5:4491 and the defaults", s.Sync)
+	}
+	back := s.Config()
+	again, err := back.Compile()
+	if err != nil {
+		t.Fatalf("the rendered config does not compile: %v", err)
+	}
+	if !reflect.DeepEqual(again.Sync, s.Sync) {
+		t.Errorf("round trip changed the section:\n got %+v\nwant %+v", again.Sync, s.Sync)
+	}
+	c.Sync.Listen = "10.0.0.5:port"
+	if _, err := c.Compile(); err == nil || !strings.Contains(err.Error(), "sync.listen") {
+		t.Errorf("a bad sync.listen compiled: %v", err)
+	}
 }

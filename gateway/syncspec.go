@@ -4,6 +4,55 @@ import (
 	"net/netip"
 )
 
+// SyncConfig is the sync section of the file; see SyncSpec.
+type SyncConfig struct {
+	// Listen is ip:port on the active gateway (port default 4491).
+	Listen string `json:"listen,omitempty"`
+	// Follow is the active gateway's ip:port, on the passive one.
+	Follow string `json:"follow,omitempty"`
+	// Key is the secret both gateways hold, at least 16 bytes.
+	Key   string `json:"key"`
+	Rate  int    `json:"rate,omitempty"`
+	Queue int    `json:"queue,omitempty"`
+}
+
+// parseSync parses the sync section into s.Sync.
+func (c *Config) parseSync(errs *errList, s *Spec) {
+	sc := c.Sync
+	if sc == nil {
+		return
+	}
+	s.Sync = &SyncSpec{Key: []byte(sc.Key), Rate: sc.Rate, Queue: sc.Queue}
+	for _, f := range []struct {
+		field, v string
+		to       *netip.AddrPort
+	}{{"sync.listen", sc.Listen, &s.Sync.Listen}, {"sync.follow", sc.Follow, &s.Sync.Follow}} {
+		if f.v == "" {
+			continue
+		}
+		ap, err := parseEndpoint(f.v, DefaultSyncPort)
+		if err != nil {
+			errs.add(f.field, "%q is not IP or IP:port; write it like 10.0.0.5:%d", f.v, DefaultSyncPort)
+		}
+		*f.to = ap
+	}
+}
+
+// config renders s as the file's section.
+func (s *SyncSpec) config() *SyncConfig {
+	if s == nil {
+		return nil
+	}
+	c := &SyncConfig{Key: string(s.Key), Rate: s.Rate, Queue: s.Queue}
+	if s.Listen.IsValid() {
+		c.Listen = s.Listen.String()
+	}
+	if s.Follow.IsValid() {
+		c.Follow = s.Follow.String()
+	}
+	return c
+}
+
 // SyncSpec is the connection-tracking sync between a cluster's two
 // gateways (sync.go): the active one serves its Globalnet flows on Listen,
 // the passive one follows the active's address and keeps a replica, which
