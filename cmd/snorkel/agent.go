@@ -43,6 +43,9 @@ func runAgent(args []string) error {
 	privateIP := fs.String("private-ip", "", "this node's address between gateways (default the local address that reaches the broker)")
 	publicIP := fs.String("public-ip", "", "the address other clusters reach this node at across NAT (default the node's "+agent.PublicIPAnnotation+" annotation, else what NAT discovery learns)")
 	discoveryPort := fs.Int("natt-discovery-port", natdiscovery.DefaultPort, "the UDP port of NAT discovery, served on the private IP and published to the other gateways")
+	leaseDuration := fs.Duration("lease-duration", agent.DefaultLeaseDuration, "how long the active gateway's Lease holds once it stops renewing it: a gateway that dies is replaced this long after its last renewal (whole seconds, as a Lease records it)")
+	renewDeadline := fs.Duration("renew-deadline", agent.DefaultRenewDeadline, "how long the active gateway keeps trying to renew its Lease before it steps down; below --lease-duration")
+	retryPeriod := fs.Duration("retry-period", agent.DefaultRetryPeriod, "how often every gateway tries to acquire or renew the Lease")
 	syncPort := fs.Int("sync-port", gateway.DefaultSyncPort, "the TCP port on the private IP where, under Globalnet, the active gateway serves its connection tracking to the passive ones")
 	healthCheckIP := fs.String("health-check-ip", "", "this gateway's address on its TUN device, published for other gateways' health probes (default the node's address in the cluster's Pod CIDRs, else --private-ip; none when the cluster joined with --health-check=false)")
 	keyFile := fs.String("wireguard-key-file", "/var/lib/snorkel/wireguard.key", "WireGuard private key, made if missing (wireguard cable driver only)")
@@ -134,6 +137,7 @@ func runAgent(args []string) error {
 		PublicIP:         *publicIP,
 		NATDiscoveryPort: *discoveryPort,
 		SyncPort:         *syncPort,
+		Election:         agent.Election{LeaseDuration: *leaseDuration, RenewDeadline: *renewDeadline, RetryPeriod: *retryPeriod},
 		HealthCheckIP:    *healthCheckIP,
 		BackendConfig:    backend,
 		Gateway:          gw,

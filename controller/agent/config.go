@@ -295,11 +295,11 @@ func (c *Config) validate() error {
 	}
 	e := c.Election
 	if e.LeaseDuration <= e.RenewDeadline || e.RenewDeadline*5 <= e.RetryPeriod*6 || e.RetryPeriod < 100*time.Millisecond {
-		bad("Config.Election: lease %v, renew deadline %v, retry %v; leaseDuration must exceed renewDeadline, renewDeadline 1.2 × retryPeriod, and retryPeriod 100ms (defaults %v, %v, %v)",
+		bad("Config.Election (--lease-duration, --renew-deadline, --retry-period): lease %v, renew deadline %v, retry %v; leaseDuration must exceed renewDeadline, renewDeadline 1.2 × retryPeriod, and retryPeriod 100ms (defaults %v, %v, %v)",
 			e.LeaseDuration, e.RenewDeadline, e.RetryPeriod, DefaultLeaseDuration, DefaultRenewDeadline, DefaultRetryPeriod)
 	}
-	if e.LeaseDuration < time.Second {
-		bad("Config.Election.LeaseDuration %v is under a second, which a Lease cannot record; use at least 1s (default %v)", e.LeaseDuration, DefaultLeaseDuration)
+	if e.LeaseDuration < time.Second || e.LeaseDuration%time.Second != 0 {
+		bad("Config.Election.LeaseDuration (--lease-duration) %v: a Lease records whole seconds, and the other gateways wait what it records; use a whole number of seconds, at least 1s (default %v)", e.LeaseDuration, DefaultLeaseDuration)
 	}
 	if c.StatusInterval < 0 || c.StatusInterval > DefaultStatusInterval {
 		bad("Config.StatusInterval %v: the Gateway status must be refreshed at least every %v; use a shorter interval", c.StatusInterval, DefaultStatusInterval)

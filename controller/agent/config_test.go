@@ -48,6 +48,7 @@ func TestNewRefusesBadConfigsNamingTheField(t *testing.T) {
 		{"no data plane", func(c *Config) { c.Dataplane = nil }, "Config.Dataplane"},
 		{"an identity that cannot name an object", func(c *Config) { c.Identity = "Node_A" }, "Config.Identity"},
 		{"renew deadline beyond the lease", func(c *Config) { c.Election.RenewDeadline = 10 * time.Second }, "Config.Election"},
+		{"a lease of a fraction of a second, which a Lease cannot record", func(c *Config) { c.Election.LeaseDuration = 2500 * time.Millisecond }, "whole number of seconds"},
 		{"status refreshed too rarely", func(c *Config) { c.StatusInterval = time.Minute }, "Config.StatusInterval"},
 		{"no local API", func(c *Config) { c.LocalConfig = nil }, "Config.LocalConfig"},
 		{"no CIDRs", func(c *Config) { c.Member.ServiceCIDRs = nil }, "--servicecidr"},

@@ -35,6 +35,7 @@ const (
 // ends, the lease is released only after the term has stepped down, so
 // that the next gateway never starts while this one still acts.
 func (a *Agent) elect(ctx context.Context) {
+	a.yieldAtStart(ctx)
 	electCtx, release := context.WithCancel(context.WithoutCancel(ctx))
 	defer release()
 	go func() {
@@ -73,6 +74,34 @@ func (a *Agent) elect(ctx context.Context) {
 			return
 		}
 		le.Run(electCtx)
+	}
+}
+
+// yieldAtStart waits one lease duration before the first campaign when
+// this agent starts while the Lease was held a moment ago by another
+// agent and another gateway stands by. That is a gateway's pod replaced
+// (deleted, or updated) on its node: the standby, whose watches are warm
+// and which under Globalnet holds the replica of the connection tracking,
+// must take over, not the new pod that would otherwise race it for the
+// Lease its predecessor released. An agent that holds the Lease, or that
+// starts alone or long after the last holder, campaigns at once.
+func (a *Agent) yieldAtStart(ctx context.Context) {
+	e := a.cfg.Election
+	l, err := a.kc.CoordinationV1().Leases(a.cfg.Namespace).Get(ctx, e.LeaseName, metav1.GetOptions{})
+	if err != nil || l.Spec.RenewTime == nil || time.Since(l.Spec.RenewTime.Time) > e.LeaseDuration {
+		return
+	}
+	if h := l.Spec.HolderIdentity; h != nil && *h == a.cfg.Identity {
+		return
+	}
+	gws, err := a.localDyn.Resource(submv1.GatewayResource).Namespace(a.cfg.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil || !slices.ContainsFunc(gws.Items, func(g unstructured.Unstructured) bool { return g.GetName() != a.cfg.Identity }) {
+		return
+	}
+	a.log.Info("another gateway stands by and the Lease was held a moment ago: leaving the takeover to it", "campaigning_in", e.LeaseDuration)
+	select {
+	case <-ctx.Done():
+	case <-time.After(e.LeaseDuration):
 	}
 }
 
