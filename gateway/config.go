@@ -131,6 +131,10 @@ type Remote struct {
 	GlobalCIDR string `json:"globalCIDR,omitempty"`
 	// Endpoint is the remote gateway's underlay address, "IP" or "IP:port".
 	Endpoint string `json:"endpoint"`
+	// Gateway names the remote gateway (its node); optional. When it
+	// changes, the tunnel to the remote starts anew at once: another
+	// gateway of that cluster shares no tunnel state with the last one.
+	Gateway string `json:"gateway,omitempty"`
 	// HealthCheckIP is the remote gateway's health-check address (its
 	// tun.address; in Kubernetes its Endpoint's healthCheckIP). When set,
 	// the gateway probes it, and answers probes from it.
@@ -338,6 +342,7 @@ func (c *Config) parse(errs *errList) *Spec {
 			errs.add(f+".endpoint", "%q is not IP or IP:port; write it like 198.18.0.2:4500", r.Endpoint)
 		}
 		rs.Endpoint = ep
+		rs.Gateway = r.Gateway
 		rs.NAT = r.NAT
 		if r.HealthCheckIP != "" {
 			a, err := netip.ParseAddr(r.HealthCheckIP)

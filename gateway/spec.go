@@ -102,6 +102,14 @@ type RemoteSpec struct {
 	ServiceCIDRs  []netip.Prefix
 	GlobalCIDR    netip.Prefix
 	Endpoint      netip.AddrPort
+	// Gateway names the remote cluster's gateway that serves Endpoint
+	// (its Endpoint object's hostname); empty when unknown. Another
+	// gateway shares none of the tunnel state of the one before it (IKE
+	// and ESP SAs, WireGuard sessions, a learned VXLAN MAC), so when it
+	// changes the remote's peer starts anew at once, instead of after the
+	// old state is found dead: for ESP, IKE's retransmissions, half a
+	// minute.
+	Gateway       string
 	HealthCheckIP netip.Addr // invalid when the remote is not probed
 	NAT           bool       // reached across a NAT; see Remote.NAT
 	WireGuard     *WireGuardRemoteSpec
@@ -407,7 +415,7 @@ func (s *Spec) Config() Config {
 		c.Globalnet.SetAllocations(g.Rules)
 	}
 	for _, r := range s.Remotes {
-		rc := Remote{ID: r.ID, PodCIDRs: cidrStrings(r.PodCIDRs), ServiceCIDRs: cidrStrings(r.ServiceCIDRs), Endpoint: endpointString(r.Endpoint), NAT: r.NAT}
+		rc := Remote{ID: r.ID, PodCIDRs: cidrStrings(r.PodCIDRs), ServiceCIDRs: cidrStrings(r.ServiceCIDRs), Endpoint: endpointString(r.Endpoint), Gateway: r.Gateway, NAT: r.NAT}
 		if r.GlobalCIDR.IsValid() {
 			rc.GlobalCIDR = r.GlobalCIDR.String()
 		}

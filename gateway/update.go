@@ -112,8 +112,16 @@ func (g *Gateway) update(next *spec) error {
 	localChanged := !slices.Equal(prev.spec.local, next.local)
 	ns := newRemoteSet(next, prev)
 	for i, slot := range ns.slots {
-		if pi := prev.index(slot); pi >= 0 && !localChanged && !remoteChanged(prev.spec, pi, next, i) {
+		pi := prev.index(slot)
+		if pi >= 0 && !localChanged && !remoteChanged(prev.spec, pi, next, i) {
 			continue
+		}
+		if pi >= 0 && prev.spec.Remotes[pi].Gateway != next.Remotes[i].Gateway {
+			// Another gateway of that cluster: nothing of the old
+			// peer's tunnel state holds.
+			if err := g.tr.removePeer(slot); err != nil {
+				return fmt.Errorf("remotes[%d] (cluster %q): its gateway changed from %q to %q: %w", i, next.remotes[i].id, prev.spec.Remotes[pi].Gateway, next.Remotes[i].Gateway, err)
+			}
 		}
 		if err := g.tr.setPeer(next, i, slot, k); err != nil {
 			return fmt.Errorf("remotes[%d] (cluster %q): %w", i, next.remotes[i].id, err)
