@@ -97,11 +97,11 @@ type ESPSpec struct {
 // RemoteSpec is a cluster the gateway connects to. Without Globalnet its
 // pod and service CIDRs are routed to it; with Globalnet only GlobalCIDR is.
 type RemoteSpec struct {
-	ID            string
-	PodCIDRs      []netip.Prefix
-	ServiceCIDRs  []netip.Prefix
-	GlobalCIDR    netip.Prefix
-	Endpoint      netip.AddrPort
+	ID           string
+	PodCIDRs     []netip.Prefix
+	ServiceCIDRs []netip.Prefix
+	GlobalCIDR   netip.Prefix
+	Endpoint     netip.AddrPort
 	// Gateway names the remote cluster's gateway that serves Endpoint
 	// (its Endpoint object's hostname); empty when unknown. Another
 	// gateway shares none of the tunnel state of the one before it (IKE
