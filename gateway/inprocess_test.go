@@ -44,6 +44,8 @@ type cluster struct {
 	cfg gateway.Config
 	gw  *gateway.Gateway
 	net *netstack.Net
+	// stop ends the gateway's Run, as the test's end does.
+	stop func()
 }
 
 // freeUDPPort asks the kernel for a port that is free on loopback now.
@@ -124,13 +126,17 @@ func start(t *testing.T, cfg gateway.Config, pods []netip.Addr) *cluster {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- gw.Run(ctx, dev) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("%s: Run: %v", cfg.Cluster.ID, err)
-		}
-	})
-	return &cluster{cfg: cfg, gw: gw, net: tnet}
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("%s: Run: %v", cfg.Cluster.ID, err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return &cluster{cfg: cfg, gw: gw, net: tnet, stop: stop}
 }
 
 // streamToC2 connects c1's pod to a server on c2's pod at port, which
@@ -201,52 +207,66 @@ func TestInProcessTCPTransferAcrossClusters(t *testing.T) {
 	}
 }
 
+// echoServer sends every UDP datagram to at, on c's pods, back to its sender.
+func echoServer(t *testing.T, c *cluster, at netip.AddrPort) {
+	t.Helper()
+	srv, err := c.net.ListenUDPAddrPort(at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			n, from, err := srv.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			srv.WriteTo(buf[:n], from)
+		}
+	}()
+}
+
+// awaitEcho sends datagrams from c's pod1 to the echo server at dst until
+// one comes back, failing t after settle.
+func awaitEcho(t *testing.T, c *cluster, dst netip.AddrPort) {
+	t.Helper()
+	cl, err := c.net.DialUDPAddrPort(netip.AddrPortFrom(pod1, 0), dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	// The first datagrams may race the handshake, so send a new one every
+	// two seconds until an echo comes back. On a slow machine that echo
+	// may answer an earlier datagram.
+	buf := make([]byte, 2048)
+	sent := map[string]bool{}
+	for i, deadline := 0, time.Now().Add(settle); time.Now().Before(deadline); i++ {
+		msg := fmt.Sprintf("datagram %d", i)
+		sent[msg] = true
+		cl.SetDeadline(time.Now().Add(2 * time.Second))
+		if _, err := cl.Write([]byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+		n, err := cl.Read(buf)
+		if err != nil {
+			continue
+		}
+		if !sent[string(buf[:n])] {
+			t.Fatalf("echo %q, sent datagrams 0 to %d", buf[:n], i)
+		}
+		return
+	}
+	t.Fatalf("no UDP echo came back from %s within %v", dst, settle)
+}
+
 func TestInProcessUDPEchoAcrossClusters(t *testing.T) {
 	for _, tr := range transport.Kinds {
 		t.Run(tr, func(t *testing.T) {
 			c1, c2 := startPair(t, tr, []netip.Addr{pod1}, []netip.Addr{pod2})
-			srv, err := c2.net.ListenUDPAddrPort(netip.AddrPortFrom(pod2, 5353))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer srv.Close()
-			go func() {
-				buf := make([]byte, 2048)
-				for {
-					n, from, err := srv.ReadFrom(buf)
-					if err != nil {
-						return
-					}
-					srv.WriteTo(buf[:n], from)
-				}
-			}()
-			cl, err := c1.net.DialUDPAddrPort(netip.AddrPortFrom(pod1, 0), netip.AddrPortFrom(pod2, 5353))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cl.Close()
-			// The first datagrams may race the handshake, so send a new
-			// one every two seconds until an echo comes back. On a slow
-			// machine that echo may answer an earlier datagram.
-			buf := make([]byte, 2048)
-			sent := map[string]bool{}
-			for i, deadline := 0, time.Now().Add(settle); time.Now().Before(deadline); i++ {
-				msg := fmt.Sprintf("datagram %d", i)
-				sent[msg] = true
-				cl.SetDeadline(time.Now().Add(2 * time.Second))
-				if _, err := cl.Write([]byte(msg)); err != nil {
-					t.Fatal(err)
-				}
-				n, err := cl.Read(buf)
-				if err != nil {
-					continue
-				}
-				if !sent[string(buf[:n])] {
-					t.Fatalf("echo %q, sent datagrams 0 to %d", buf[:n], i)
-				}
-				return
-			}
-			t.Fatalf("no UDP echo came back within %v", settle)
+			echo := netip.AddrPortFrom(pod2, 5353)
+			echoServer(t, c2, echo)
+			awaitEcho(t, c1, echo)
 		})
 	}
 }
