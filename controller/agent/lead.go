@@ -36,6 +36,7 @@ const (
 // that the next gateway never starts while this one still acts.
 func (a *Agent) elect(ctx context.Context) {
 	a.yieldAtStart(ctx)
+	a.log.Info(campaignNotice, "lease", a.cfg.Election.LeaseName)
 	electCtx, release := context.WithCancel(context.WithoutCancel(ctx))
 	defer release()
 	go func() {
@@ -77,6 +78,13 @@ func (a *Agent) elect(ctx context.Context) {
 	}
 }
 
+// What an agent logs when it leaves the takeover to a standby, and when
+// it starts to campaign; a test tells by them what the agent did.
+const (
+	yieldNotice    = "another gateway stands by and the Lease was held a moment ago: leaving the takeover to it"
+	campaignNotice = "campaigning for the Lease"
+)
+
 // yieldAtStart waits one lease duration before the first campaign when
 // this agent starts while the Lease was held a moment ago by another
 // agent and another gateway stands by. That is a gateway's pod replaced
@@ -98,7 +106,7 @@ func (a *Agent) yieldAtStart(ctx context.Context) {
 	if err != nil || !slices.ContainsFunc(gws.Items, func(g unstructured.Unstructured) bool { return g.GetName() != a.cfg.Identity }) {
 		return
 	}
-	a.log.Info("another gateway stands by and the Lease was held a moment ago: leaving the takeover to it", "campaigning_in", e.LeaseDuration)
+	a.log.Info(yieldNotice, "campaigning_in", e.LeaseDuration)
 	select {
 	case <-ctx.Done():
 	case <-time.After(e.LeaseDuration):
