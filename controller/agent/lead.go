@@ -86,20 +86,18 @@ const (
 )
 
 // yieldAtStart waits one lease duration before the first campaign when
-// this agent starts while the Lease was held a moment ago by another
-// agent and another gateway stands by. That is a gateway's pod replaced
-// (deleted, or updated) on its node: the standby, whose watches are warm
-// and which under Globalnet holds the replica of the connection tracking,
-// must take over, not the new pod that would otherwise race it for the
-// Lease its predecessor released. An agent that holds the Lease, or that
-// starts alone or long after the last holder, campaigns at once.
+// this agent starts while the Lease was held a moment ago and another
+// gateway stands by. That is a gateway's pod replaced (deleted, or
+// updated) on its node, or its container restarted after a crash: the
+// standby, whose watches are warm and which under Globalnet holds the
+// replica of the connection tracking, must take over, not the new process
+// that would otherwise race it for the Lease its predecessor released, or
+// take back the one its predecessor held under the same name. An agent
+// that starts alone, or long after the last holder, campaigns at once.
 func (a *Agent) yieldAtStart(ctx context.Context) {
 	e := a.cfg.Election
 	l, err := a.kc.CoordinationV1().Leases(a.cfg.Namespace).Get(ctx, e.LeaseName, metav1.GetOptions{})
 	if err != nil || l.Spec.RenewTime == nil || time.Since(l.Spec.RenewTime.Time) > e.LeaseDuration {
-		return
-	}
-	if h := l.Spec.HolderIdentity; h != nil && *h == a.cfg.Identity {
 		return
 	}
 	gws, err := a.localDyn.Resource(submv1.GatewayResource).Namespace(a.cfg.Namespace).List(ctx, metav1.ListOptions{})

@@ -183,8 +183,11 @@ func TestPlanBuildsRemotesFromTheBroker(t *testing.T) {
 				}
 				return
 			}
-			if p.problem != "" || p.remote == nil || !reflect.DeepEqual(remoteConfig(*p.remote), *tc.want) {
-				t.Errorf("remote\n %+v (problem %q)\nwant\n %+v", p.remote, p.problem, tc.want)
+			// Every case's remote gateway is the Endpoint's hostname.
+			want := *tc.want
+			want.Gateway = "c2-gw"
+			if p.problem != "" || p.remote == nil || !reflect.DeepEqual(remoteConfig(*p.remote), want) {
+				t.Errorf("remote\n %+v (problem %q)\nwant\n %+v", p.remote, p.problem, want)
 			}
 			if p.usingNAT != tc.usingNAT {
 				t.Errorf("usingNAT %v, want %v", p.usingNAT, tc.usingNAT)

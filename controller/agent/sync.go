@@ -59,13 +59,14 @@ func (a *Agent) passiveSpec() *gateway.Spec {
 }
 
 // applyPassive applies the passive spec when it differs from the last one
-// applied. Under a.leadMu, outside a term.
+// applied. Under a.leadMu, outside a term. The Dataplane may change the
+// spec it is given, so a twin is kept to compare with.
 func (a *Agent) applyPassive(ctx context.Context) {
 	s := a.passiveSpec()
 	if reflect.DeepEqual(s, a.passive) {
 		return
 	}
-	if err := a.cfg.Dataplane.Apply(ctx, s); err != nil {
+	if err := a.cfg.Dataplane.Apply(ctx, a.passiveSpec()); err != nil {
 		a.log.Warn("configuring the passive data plane", "err", err)
 		return
 	}
