@@ -432,7 +432,7 @@ func waitAgentStarted(ctx context.Context, kc kubeClient, node string, t0 time.T
 				continue
 			}
 			for _, cs := range p.Status.ContainerStatuses {
-				if cs.Ready && cs.State.Running != nil && cs.State.Running.StartedAt.After(t0.Truncate(time.Second)) {
+				if cs.Ready && cs.State.Running != nil && !cs.State.Running.StartedAt.Time.Before(t0.Truncate(time.Second)) {
 					return nil
 				}
 			}
