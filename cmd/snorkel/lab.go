@@ -42,8 +42,9 @@ Scenario tutorial has c1 and c2, scenario globalnet g1 and g2 with the same
 CIDRs; run runs both. Each cluster has two gateway nodes and a worker.
 failover measures gateway failovers: streams and a ping run from the first
 cluster's worker to the second's while the clusters' active gateways fail
-in turn (pod-delete, node-kill, link-cut), and it prints each failover and
-the percentiles of the recovery times. This binary
+in turn (pod-delete, node-kill, link-cut; daemons-kill, which must not fail
+over), and it prints each failover and the percentiles of the recovery
+times. This binary
 becomes Snorkel's image, so it must be static: make node-lab builds it so.
 
 flags:
@@ -75,7 +76,7 @@ func runLab(args []string) error {
 	fs.StringVar(&nf.kubeVersion, "kube-version", envOr(envKubeVersion, "v1.37.2"), "with --nodes: the version in those programs' names")
 	fs.StringVar(&nf.coreDNS, "coredns", os.Getenv(envCoreDNS), "with --nodes: a static CoreDNS binary, for the clusters' DNS image")
 	fs.IntVar(&nf.rounds, "rounds", 10, "with failover: how many failovers of each kind")
-	fs.StringVar(&nf.kinds, "kinds", "pod-delete,node-kill,link-cut", "with failover: the kinds of failure, in the order each round runs them")
+	fs.StringVar(&nf.kinds, "kinds", "pod-delete,node-kill,link-cut,daemons-kill", "with failover: the kinds of failure, in the order each round runs them (daemons-kill kills kubelet, containerd and kube-proxy alone, and requires no failover)")
 	fs.BoolVar(&nf.keep, "keep", false, "with failover: leave the lab up afterwards")
 	fs.IntVar(&nf.streams, "streams", 20, "with failover: how many long-lived TCP streams run through the failovers")
 	fs.StringVar(&nf.pause, "pause", os.Getenv(envPause), "with --nodes: a static pause program (deploy/imagetar/pause), for the pods' sandbox image")

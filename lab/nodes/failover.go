@@ -28,18 +28,22 @@ import (
 // FailureKind is how the lab fails a cluster's active gateway.
 type FailureKind string
 
-// The failures of issue-level interest: the agent's pod deleted (a clean
-// stop: it releases the Lease), the node crashed (kubelet, containerd, the
-// shims and every container of the node killed at once), and the node cut
-// off (its link set down: the agent runs on but reaches nothing).
+// The ways a gateway fails: the agent's pod deleted (a clean stop: it
+// releases the Lease), the node crashed (kubelet, containerd, the shims and
+// every container of the node killed at once), and the node cut off (its
+// link set down: the agent runs on but reaches nothing). FailDaemons kills
+// the node's kubelet, containerd and kube-proxy alone: the containers run
+// on under their shims, as on any node, so the gateway must go on serving
+// with no failover at all.
 const (
-	FailPod  FailureKind = "pod-delete"
-	FailNode FailureKind = "node-kill"
-	FailLink FailureKind = "link-cut"
+	FailPod     FailureKind = "pod-delete"
+	FailNode    FailureKind = "node-kill"
+	FailLink    FailureKind = "link-cut"
+	FailDaemons FailureKind = "daemons-kill"
 )
 
 // FailureKinds are the kinds in the order a round runs them.
-var FailureKinds = []FailureKind{FailPod, FailNode, FailLink}
+var FailureKinds = []FailureKind{FailPod, FailNode, FailLink, FailDaemons}
 
 // ParseFailureKinds reads a comma-separated list of kinds.
 func ParseFailureKinds(s string) ([]FailureKind, error) {
@@ -47,7 +51,7 @@ func ParseFailureKinds(s string) ([]FailureKind, error) {
 	for _, f := range strings.Split(s, ",") {
 		k := FailureKind(strings.TrimSpace(f))
 		if !slices.Contains(FailureKinds, k) {
-			return nil, fmt.Errorf("failure kind %q: use %s, %s or %s", f, FailPod, FailNode, FailLink)
+			return nil, fmt.Errorf("failure kind %q: use %s, %s, %s or %s", f, FailPod, FailNode, FailLink, FailDaemons)
 		}
 		out = append(out, k)
 	}
@@ -307,6 +311,9 @@ func (t *Tutorial) Fail(ctx context.Context, tr *Traffic, c Cluster, kind Failur
 	if !ok {
 		return f, fmt.Errorf("nodes: %s's active gateway %s is none of its nodes", c.Name, from)
 	}
+	if kind == FailDaemons {
+		return t.failDaemons(ctx, tr, c, node, f)
+	}
 	cgroup := t.Lab.Topo.Prefix() + from
 	t0 := time.Now()
 	switch kind {
@@ -346,6 +353,64 @@ func (t *Tutorial) Fail(ctx context.Context, tr *Traffic, c Cluster, kind Failur
 		return f, fmt.Errorf("nodes: bringing %s back after %s: %w", from, kind, err)
 	}
 	if err := waitPassive(ctx, t, c, from); err != nil {
+		return f, err
+	}
+	return f, tr.waitSteady(ctx, time.Now())
+}
+
+// failDaemons kills the active gateway node's kubelet, containerd and
+// kube-proxy, and requires that nothing fails over: the agent's container
+// runs on, keeps the Lease through several lease durations, and the traffic
+// does not stop. Then it starts the daemons again.
+func (t *Tutorial) failDaemons(ctx context.Context, tr *Traffic, c Cluster, n Node, f Failover) (Failover, error) {
+	kc, err := Client(t.Lab.StateDir, c.Name)
+	if err != nil {
+		return f, err
+	}
+	t0 := time.Now()
+	for _, p := range t.Lab.Topo.Processes() {
+		if strings.HasPrefix(p.Name, n.Name+"-") && p.NS == t.Lab.Topo.NS(n.Name).Name() && p.Alive() {
+			if err := p.Kill(); err != nil {
+				return f, err
+			}
+		}
+	}
+	// The Lease must be renewed by the same holder well past the time a
+	// dead holder's would have expired.
+	moved := ""
+	if err := waitFor(ctx, failoverDeadline, n.Name+"'s agent renewing the Lease after its daemons died", func() error {
+		l, err := kc.CoordinationV1().Leases(api.AgentNamespace).Get(ctx, agent.DefaultLeaseName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if h := l.Spec.HolderIdentity; h == nil || *h != n.Name {
+			moved = fmt.Sprint(l.Spec.HolderIdentity)
+			if h != nil {
+				moved = *h
+			}
+			return nil
+		}
+		if l.Spec.RenewTime == nil || l.Spec.RenewTime.Sub(t0) < 3*agent.DefaultLeaseDuration {
+			return errors.New("not renewed long enough yet")
+		}
+		return nil
+	}); err != nil {
+		return f, err
+	}
+	if moved != "" {
+		return f, fmt.Errorf("nodes: with only its daemons killed, %s lost the Lease to %q: the gateway failed over", n.Name, moved)
+	}
+	f.To = n.Name
+	var resets int
+	f.Ping, f.FirstStream, f.AllStreams, resets, err = tr.recovery(ctx, t0)
+	f.Survived = f.Streams - resets
+	if err != nil {
+		return f, err
+	}
+	if err := t.Lab.restartNode(ctx, n); err != nil {
+		return f, fmt.Errorf("nodes: starting %s's daemons again: %w", n.Name, err)
+	}
+	if err := waitFor(ctx, failoverDeadline, n.Name+" Ready again", func() error { return nodeReadyErr(ctx, kc, n.Name) }); err != nil {
 		return f, err
 	}
 	return f, tr.waitSteady(ctx, time.Now())
@@ -459,17 +524,22 @@ func waitPassive(ctx context.Context, t *Tutorial, c Cluster, node string) error
 		if err != nil {
 			return err
 		}
-		n, err := kc.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		for _, cond := range n.Status.Conditions {
-			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
-				return nil
-			}
-		}
-		return errors.New("node not Ready")
+		return nodeReadyErr(ctx, kc, node)
 	})
+}
+
+// nodeReadyErr says why node is not Ready, or nil.
+func nodeReadyErr(ctx context.Context, kc kubeClient, node string) error {
+	n, err := kc.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	for _, cond := range n.Status.Conditions {
+		if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+			return nil
+		}
+	}
+	return errors.New("node not Ready")
 }
 
 func streamServerManifest(node, image string) string {
