@@ -62,8 +62,12 @@ type Agent struct {
 	active bool
 	// stopping is set when Run's context ends: no new term starts.
 	stopping bool
-	// peers are the other clusters as the active gateway last saw them.
-	peers []peer
+	// peers are the other clusters as the active gateway last saw them;
+	// planned says this term has planned them once. Until it has, the
+	// Gateway still says passive: a status that said active with no
+	// connections would tell the route agents there are no remotes.
+	peers   []peer
+	planned bool
 	// failures are the current problems by area, for statusFailure.
 	failures map[string]string
 	// kubeSystemUID identifies this cluster to the broker's Cluster.

@@ -162,7 +162,7 @@ func (a *Agent) stepDown() {
 	a.applyPassive(ctx)
 	a.mu.Lock()
 	a.active = false
-	a.peers = nil
+	a.peers, a.planned = nil, false
 	a.mu.Unlock()
 	a.setFailure(areaPublish, nil)
 	a.setFailure(areaDataplane, nil)
@@ -301,8 +301,8 @@ func (a *Agent) reconcile(ctx context.Context, t *progress) bool {
 	a.mu.Unlock()
 	peers := withJoinSettings(a.cfg.Member, withDiscovery(plan(a.local, a.brokerEndpoints(), a.brokerClusters()), found))
 	a.mu.Lock()
-	changed := !reflect.DeepEqual(a.peers, peers)
-	a.peers = peers
+	changed := !a.planned || !reflect.DeepEqual(a.peers, peers)
+	a.peers, a.planned = peers, true
 	a.mu.Unlock()
 	if changed {
 		wake(a.statusCh)

@@ -41,7 +41,7 @@ func (a *Agent) finalStatus() {
 // gatewayStatus is the Gateway's status now.
 func (a *Agent) gatewayStatus() submv1.GatewayStatus {
 	a.mu.Lock()
-	active, peers, failure, spec := a.active, a.peers, a.failureText(), a.spec
+	active, peers, failure, spec := a.active && a.planned, a.peers, a.failureText(), a.spec
 	a.mu.Unlock()
 	st := submv1.GatewayStatus{
 		Version:       a.cfg.Version,
