@@ -47,8 +47,9 @@ type Agent struct {
 	// reconcileCh, statusCh and discoverCh wake the leader's loop, the
 	// status writer and NAT discovery; a send never blocks.
 	reconcileCh, statusCh, discoverCh chan struct{}
-	// followCh wakes a passive gateway's followLoop.
-	followCh chan struct{}
+	// followCh wakes a passive gateway's followLoop; rulesCh the service
+	// sync waiting for the IPAM's first rules of a term.
+	followCh, rulesCh chan struct{}
 
 	started atomic.Bool
 	// leadMu keeps a new term from starting before the last one has
@@ -111,6 +112,7 @@ func New(cfg Config) (*Agent, error) {
 		statusCh:    make(chan struct{}, 1),
 		discoverCh:  make(chan struct{}, 1),
 		followCh:    make(chan struct{}, 1),
+		rulesCh:     make(chan struct{}, 1),
 		failures:    map[string]string{},
 	}
 	var err error

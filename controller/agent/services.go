@@ -49,6 +49,7 @@ func (a *Agent) setRules(r natengine.Rules) {
 	a.rules = &r
 	a.mu.Unlock()
 	wake(a.reconcileCh)
+	wake(a.rulesCh)
 }
 
 // currentRules are the IPAM's rules of this term; nil before its first.
@@ -82,6 +83,17 @@ func (a *Agent) runServiceSync(ctx context.Context) error {
 	}
 	if a.ipam != nil {
 		cfg.GlobalIPs = a.ipam
+		// The exports carry global IPs, which this term's IPAM gives once
+		// it has read its allocations back. A syncer started before would
+		// find none and withdraw every export from the clusterset until
+		// then: at each failover, the other clusters would lose the names.
+		for a.currentRules() == nil {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-a.rulesCh:
+			}
+		}
 	}
 	if _, block, err := m.ClustersetIP(); err == nil && block.IsValid() {
 		cfg.ClustersetIP = &servicesync.ClustersetIPConfig{CIDR: block, Default: m.ClustersetIPEnabled}
