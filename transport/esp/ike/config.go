@@ -11,8 +11,8 @@ const (
 	DefaultIKERekeyTime      = 4 * time.Hour
 	DefaultChildRekeyTime    = time.Hour
 	DefaultDPDInterval       = 30 * time.Second
-	DefaultRetransmitTimeout = time.Second
-	DefaultRetransmitTries   = 5
+	DefaultRetransmitTimeout = 500 * time.Millisecond
+	DefaultRetransmitTries   = 6
 	DefaultCookieThreshold   = 30 // strongSwan's charon.cookie_threshold
 	DefaultHalfOpenLimit     = 1000
 )
@@ -53,7 +53,11 @@ type Config struct {
 	// its answer; each retransmission waits twice as long as the one
 	// before. RetransmitTries is how many copies are sent in all before the
 	// peer is declared dead, its SAs removed and, for a peer this side
-	// initiates to, a new IKE SA started. Zero means the defaults (1 s, 5).
+	// initiates to, a new IKE SA started. Zero means the defaults (500 ms,
+	// as libreswan's retransmit-interval, and 6: dead after 31.5 s). The
+	// first retransmission matters most: when a cluster's gateway fails
+	// over, the new one's first IKE_SA_INIT often reaches a remote that
+	// has not yet learned its address, and is dropped.
 	RetransmitTimeout time.Duration
 	RetransmitTries   int
 	// CookieThreshold is the number of half-open IKE SAs (answered
@@ -65,7 +69,7 @@ type Config struct {
 	// requests beyond it are dropped even with a valid cookie. It must
 	// exceed CookieThreshold. Zero means DefaultHalfOpenLimit. A half-open
 	// SA expires when the peer's IKE_AUTH could no longer arrive: after
-	// the sum of the retransmission timeouts (31 s by default).
+	// the sum of the retransmission timeouts (31.5 s by default).
 	HalfOpenLimit int
 	// Peers are the remote gateways at start; a peer's index here is its
 	// number, ChildSA.Peer. There may be none: Engine.SetPeer and
