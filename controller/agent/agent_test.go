@@ -150,6 +150,7 @@ func TestAgents(t *testing.T) {
 		{"Globalnet publishes and routes global CIDRs", testGlobalnet},
 		{"Globalnet's IPAM feeds the data plane and exports carry global IPs", testGlobalnetServices},
 		{"a failover keeps every global IP", testFailoverKeepsGlobalIPs},
+		{"a failover to a standby keeps every export on the broker", testFailoverKeepsTheExports},
 		{"under Globalnet a passive gateway follows the active one's connection tracking", testPassiveFollowsTheActive},
 		{"a gateway that died holding the lease is replaced when it expires", testDeadLeader},
 	}
