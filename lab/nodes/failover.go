@@ -76,7 +76,7 @@ type Failover struct {
 }
 
 func (f Failover) String() string {
-	return fmt.Sprintf("%-10s %-3s %s → %s: elected %v, ping back %v, streams back %v (first) %v (last), %d/%d streams survived",
+	return fmt.Sprintf("%-12s %-3s %s → %s: elected %v, ping back %v, streams back %v (first) %v (last), %d/%d streams survived",
 		f.Kind, f.Cluster, f.From, f.To, f.Elected.Round(time.Millisecond), f.Ping.Round(time.Millisecond),
 		f.FirstStream.Round(time.Millisecond), f.AllStreams.Round(time.Millisecond), f.Survived, f.Streams)
 }
@@ -695,7 +695,7 @@ func RunFailovers(ctx context.Context, o Options, kubectl, snorkel, cableDriver 
 // survived.
 func FailoverSummary(fs []Failover) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-10s %3s  %-23s %-23s %-23s %s\n", "kind", "n", "elected p50/p99/max", "ping back p50/p99/max", "all streams p50/p99/max", "streams survived")
+	fmt.Fprintf(&b, "%-12s %3s  %-23s %-23s %-23s %s\n", "kind", "n", "elected p50/p99/max", "ping back p50/p99/max", "all streams p50/p99/max", "streams survived")
 	kinds := append(slices.Clone(FailureKinds), "all")
 	for _, k := range kinds {
 		var el, ping, st []time.Duration
@@ -710,7 +710,7 @@ func FailoverSummary(fs []Failover) string {
 		if len(el) == 0 {
 			continue
 		}
-		fmt.Fprintf(&b, "%-10s %3d  %-23s %-23s %-23s %d/%d (%.1f%%)\n", k, len(el), percentiles(el), percentiles(ping), percentiles(st),
+		fmt.Fprintf(&b, "%-12s %3d  %-23s %-23s %-23s %d/%d (%.1f%%)\n", k, len(el), percentiles(el), percentiles(ping), percentiles(st),
 			survived, streams, 100*float64(survived)/float64(streams))
 	}
 	return b.String()

@@ -26,9 +26,9 @@ func TestFailoverSummary(t *testing.T) {
 	fs = append(fs, Failover{Kind: FailNode, Ping: 3 * time.Second, Elected: 2 * time.Second, AllStreams: 4 * time.Second, Streams: 20, Survived: 19})
 	got := FailoverSummary(fs)
 	for _, want := range []string{
-		"pod-delete  10  1.00/1.00/1.00 s        0.50/1.00/1.00 s        2.00/2.00/2.00 s        200/200 (100.0%)",
-		"node-kill    1  2.00/2.00/2.00 s        3.00/3.00/3.00 s        4.00/4.00/4.00 s        19/20 (95.0%)",
-		"all         11  1.00/2.00/2.00 s        0.60/3.00/3.00 s        2.00/4.00/4.00 s        219/220 (99.5%)",
+		"pod-delete    10  1.00/1.00/1.00 s        0.50/1.00/1.00 s        2.00/2.00/2.00 s        200/200 (100.0%)",
+		"node-kill      1  2.00/2.00/2.00 s        3.00/3.00/3.00 s        4.00/4.00/4.00 s        19/20 (95.0%)",
+		"all           11  1.00/2.00/2.00 s        0.60/3.00/3.00 s        2.00/4.00/4.00 s        219/220 (99.5%)",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("summary\n%s\nwants the line\n%s", got, want)
