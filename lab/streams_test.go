@@ -125,7 +125,9 @@ func TestStreamProbeReportsGapsAndResets(t *testing.T) {
 		}
 	}
 	for i, e := range gaps {
-		if e.From > stalled || e.To < resumed || e.To-e.From < int64(300*time.Millisecond) {
+		// An echo already on its way when the stall began may land just
+		// after it: the gap starts within a message period or two.
+		if e.From > stalled+int64(50*time.Millisecond) || e.To < resumed || e.To-e.From < int64(300*time.Millisecond) {
 			t.Errorf("stream %d: gap %v from the stall's start, %v long; the stall ran %v from its start",
 				i, time.Duration(e.From-stalled), time.Duration(e.To-e.From), time.Duration(resumed-stalled))
 		}

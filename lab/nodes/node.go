@@ -135,6 +135,9 @@ func (l *Lab) startProcesses(ctx context.Context, n Node, tools Tools, archive s
 // with its images and state, kubelet, which starts the node's pods again,
 // and kube-proxy.
 func (l *Lab) restartNode(ctx context.Context, n Node) error {
+	if err := l.Topo.Forget(l.Topo.NS(n.Name)); err != nil {
+		return err
+	}
 	return l.startProcesses(ctx, n, l.tools, "")
 }
 

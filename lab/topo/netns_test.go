@@ -261,3 +261,26 @@ func TestCloseStopsProcessesByRecord(t *testing.T) {
 		t.Errorf("namespace %s still exists", a.Name())
 	}
 }
+
+// TestForgetDropsExitedProcessesOfANamespace kills one of two processes
+// and forgets the exited ones: the record, and the state file a later
+// `lab status` or `lab down` reads, keep only the live one.
+func TestForgetDropsExitedProcessesOfANamespace(t *testing.T) {
+	tp := testTopology(t, "f")
+	a := mustNS(t, tp, "a")
+	killed, err := a.Start("killed", "sleep", "60")
+	must(t, err)
+	kept, err := a.Start("kept", "sleep", "60")
+	must(t, err)
+	must(t, killed.Kill())
+	must(t, tp.Forget(a))
+	if ps := tp.Processes(); len(ps) != 1 || ps[0] != kept {
+		t.Fatalf("after Forget, processes %v; want only %s", ps, kept.Name)
+	}
+	loaded, err := Load(tp.opts.StateFile)
+	must(t, err)
+	defer loaded.Release()
+	if ps := loaded.Processes(); len(ps) != 1 || ps[0].Name != "kept" {
+		t.Errorf("the state file lists %d processes; want only kept", len(ps))
+	}
+}

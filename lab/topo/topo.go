@@ -139,6 +139,17 @@ func (t *Topology) Processes() []*Process {
 	return slices.Clone(t.procs)
 }
 
+// Forget drops the processes of namespace ns that have exited from the
+// topology's record, once something else stands in for them (a node's
+// daemons started again after a test killed them): a status then lists
+// what runs, and a teardown signals nothing for them.
+func (t *Topology) Forget(ns *NS) error {
+	t.mu.Lock()
+	t.procs = slices.DeleteFunc(t.procs, func(p *Process) bool { return p.NS == ns.name && !p.Alive() })
+	t.mu.Unlock()
+	return t.save()
+}
+
 // Close stops every process (SIGTERM, then SIGKILL after StopTimeout) and
 // deletes every namespace, with the devices in them. It carries on past
 // errors and reports all of them; calling it again retries what failed.
