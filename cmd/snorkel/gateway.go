@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -48,6 +49,7 @@ func runGateway(args []string) error {
 		return fmt.Errorf("config %s: %w", *cfgPath, err)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("cluster", cfg.Cluster.ID)
+	tuneGC()
 	r := gateway.NewRunner(log)
 	// Serve metrics and state before the routes exist: whoever waits for
 	// the routes as the sign that the gateway is up can then query it at
@@ -146,4 +148,21 @@ func runPubkey(args []string) error {
 	}
 	fmt.Println(k.Public().String())
 	return nil
+}
+
+// dataPlaneGCPercent is the garbage collector's target in a process that
+// runs a gateway. Under load its heap is mostly long-lived packet buffers
+// (about 30 MiB: the TUN batch, the UDP receive batches, the TUN's GRO
+// tables), and the little garbage a packet leaves would, at Go's default of
+// 100, let the heap grow to twice that before a collection: peak memory
+// fell from 70 to 48 MiB per VXLAN gateway with no loss of throughput
+// (README, Performance).
+const dataPlaneGCPercent = 25
+
+// tuneGC sets the garbage collector's target for a gateway process, unless
+// the GOGC environment variable sets one.
+func tuneGC() {
+	if _, ok := os.LookupEnv("GOGC"); !ok {
+		debug.SetGCPercent(dataPlaneGCPercent)
+	}
 }
