@@ -14,6 +14,7 @@ import (
 
 	"github.com/snorkel-net/snorkel/controller/api"
 	"github.com/snorkel-net/snorkel/deploy"
+	"github.com/snorkel-net/snorkel/transport"
 )
 
 var update = flag.Bool("update", false, "rewrite the manifests' access files from rbac.go")
@@ -154,4 +155,40 @@ func containerImages(t *testing.T, u *unstructured.Unstructured) []string {
 		out = append(out, c.(map[string]any)["image"].(string))
 	}
 	return out
+}
+
+// TestAgentMemoryRequestFollowsTheCableDriver: the agent's memory request is
+// set from the benchmark's peak for the cluster's transport.
+func TestAgentMemoryRequestFollowsTheCableDriver(t *testing.T) {
+	for driver, want := range map[string]string{
+		transport.ESP:       agentMemoryRequest,
+		transport.VXLAN:     agentMemoryRequest,
+		transport.WireGuard: agentMemoryRequestWireGuard,
+	} {
+		objs, err := memberWorkloads(deploy.DefaultImage)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := setAgentMemoryRequest(objs, driver); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, u := range objs {
+			cs, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
+			for _, c := range cs {
+				m, _, _ := unstructured.NestedString(c.(map[string]any), "resources", "requests", "memory")
+				if u.GetName() == AgentDaemonSet {
+					got = append(got, m)
+				} else if m == want && want != agentMemoryRequest {
+					t.Errorf("%s: %s %s also requests %s", driver, u.GetKind(), u.GetName(), m)
+				}
+			}
+		}
+		if len(got) != 1 || got[0] != want {
+			t.Errorf("%s: the agent requests %v, want [%s]", driver, got, want)
+		}
+	}
+	if err := setAgentMemoryRequest(nil, transport.ESP); err == nil {
+		t.Error("no error without the agent DaemonSet")
+	}
 }

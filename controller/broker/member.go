@@ -16,6 +16,7 @@ import (
 	"github.com/snorkel-net/snorkel/controller/api"
 	"github.com/snorkel-net/snorkel/controller/natdiscovery"
 	"github.com/snorkel-net/snorkel/deploy"
+	"github.com/snorkel-net/snorkel/transport"
 )
 
 // Names of what DeployMember runs in api.AgentNamespace.
@@ -89,6 +90,9 @@ func DeployMember(ctx context.Context, member *rest.Config, o MemberOptions) (*M
 	}
 	cfg, err := api.LoadAgentConfig(ctx, kc, api.AgentNamespace)
 	if err != nil {
+		return nil, err
+	}
+	if err := setAgentMemoryRequest(objs, cfg.CableDriver); err != nil {
 		return nil, err
 	}
 	if err := deploy.Apply(ctx, member, objs, false); err != nil {
@@ -176,6 +180,46 @@ func applyGatewayLoadBalancer(ctx context.Context, kc kubernetes.Interface, cfg 
 		return nil, fmt.Errorf("the gateway's load balancer %s/%s: %w", api.AgentNamespace, api.GatewayLoadBalancer, err)
 	}
 	return []int32{ports[0].Port, ports[1].Port}, nil
+}
+
+// Memory requests of the agent, by cable driver, set from the gateways'
+// peak memory under load in `snorkel benchmark` (README, Performance). An
+// ESP or VXLAN gateway peaks within 64 MiB, and the agent's control plane
+// adds what it holds idle, about 41 MiB in the real-node lab. A WireGuard
+// gateway is wireguard-go's device, whose queues hold a 64 KiB buffer per
+// packet in flight: like plain wireguard-go's, it peaked at about 250 MiB.
+const (
+	agentMemoryRequest          = "96Mi"
+	agentMemoryRequestWireGuard = "320Mi"
+)
+
+// setAgentMemoryRequest sets the memory request of the agent DaemonSet in
+// objs for the cluster's cable driver.
+func setAgentMemoryRequest(objs []*unstructured.Unstructured, driver string) error {
+	req := agentMemoryRequest
+	if driver == transport.WireGuard {
+		req = agentMemoryRequestWireGuard
+	}
+	for _, u := range objs {
+		if u.GetKind() != "DaemonSet" || u.GetName() != AgentDaemonSet {
+			continue
+		}
+		cs, _, err := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
+		if err != nil {
+			return fmt.Errorf("the agent DaemonSet's containers: %w", err)
+		}
+		for _, c := range cs {
+			c := c.(map[string]any)
+			if c["name"] != "agent" {
+				continue
+			}
+			if err := unstructured.SetNestedField(c, req, "resources", "requests", "memory"); err != nil {
+				return fmt.Errorf("the agent container's memory request: %w", err)
+			}
+		}
+		return unstructured.SetNestedSlice(u.Object, cs, "spec", "template", "spec", "containers")
+	}
+	return fmt.Errorf("the member manifests have no DaemonSet %s", AgentDaemonSet)
 }
 
 // memberWorkloads are the member manifests DeployMember applies: all but
