@@ -28,9 +28,13 @@ func startCoarse() {
 	}()
 }
 
-// coarseSince returns the default clock as time since its start. Engines on
-// the default clock read this, not a time.Time, per packet.
+// coarseSince returns the default clock as time since its start, starting
+// it first if need be.
 func coarseSince() time.Duration {
 	coarse.once.Do(startCoarse)
-	return time.Duration(coarse.since.Load())
+	return coarseLoad()
 }
+
+// coarseLoad is coarseSince once the clock has started: what engines on the
+// default clock read per packet, instead of a time.Time.
+func coarseLoad() time.Duration { return time.Duration(coarse.since.Load()) }

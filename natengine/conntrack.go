@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"math/bits"
 	"sync/atomic"
+
+	"github.com/snorkel-net/snorkel/packet"
 )
 
 // A flow is one translated conversation between a local endpoint (pod,
@@ -76,6 +78,15 @@ type key struct {
 	v6     bool
 }
 
+// of sets k to packet p's tuple. It writes k field by field: a key built
+// as a literal and copied whole is read back across the smaller stores that
+// built it, which stalls the load.
+func (k *key) of(p *packet.Parsed) {
+	k.a, k.b = p.Src, p.Dst
+	k.ap, k.bp = p.SrcPort, p.DstPort
+	k.proto, k.v6 = p.Proto, p.Version == 6
+}
+
 func (f *flow) key(dir uint32) key {
 	k := key{proto: f.proto, v6: f.kind&kindV6 != 0}
 	if dir == dirEgress {
@@ -97,21 +108,35 @@ func (f *flow) key(dir uint32) key {
 //
 //go:norace
 func (f *flow) matches(dir uint32, k *key) bool {
-	if f.proto != k.proto || (f.kind&kindV6 != 0) != k.v6 {
-		return false
-	}
 	if dir == dirEgress {
-		rp := f.rport
-		if f.echo() {
-			rp = f.lport
-		}
-		return f.lport == k.ap && rp == k.bp && f.local == k.a && f.remote == k.b
+		return f.matchesEgress(k)
 	}
-	rp := f.rport
+	return f.matchesIngress(k)
+}
+
+// matchesEgress is matches for the egress key: (local, lport) → (remote,
+// rport), or for an echo flow the local identifier for both ports.
+//
+//go:norace
+func (f *flow) matchesEgress(k *key) bool {
+	bp := f.rport
 	if f.echo() {
-		rp = f.gport
+		bp = f.lport
 	}
-	return f.gport == k.bp && rp == k.ap && f.global == k.b && f.remote == k.a
+	return f.proto == k.proto && (f.kind&kindV6 != 0) == k.v6 && f.lport == k.ap && bp == k.bp && f.local == k.a && f.remote == k.b
+}
+
+// matchesIngress is matches for the ingress key: (remote, rport) →
+// (global, gport), or for an echo flow the global identifier for both
+// ports.
+//
+//go:norace
+func (f *flow) matchesIngress(k *key) bool {
+	ap := f.rport
+	if f.echo() {
+		ap = f.gport
+	}
+	return f.proto == k.proto && (f.kind&kindV6 != 0) == k.v6 && f.gport == k.bp && ap == k.ap && f.global == k.b && f.remote == k.a
 }
 
 const (
@@ -165,22 +190,34 @@ func (t *table) flow(i uint32) *flow { return &t.pages[i>>pageBits][i&(pageSize-
 // hash mixes a key with the table's random seed, so that remote peers
 // cannot aim their tuples at one slot.
 func (t *table) hash(k *key) uint64 {
-	const (
-		p0 = 0xa0761d6478bd642f
-		p1 = 0xe7037ed1a0b428db
-		p2 = 0x8ebc6af09c88c6e3
-	)
-	extra := uint64(k.ap)<<32 | uint64(k.bp)<<16 | uint64(k.proto)
-	if !k.v6 {
-		// IPv4 addresses fill the first 4 bytes of a and b.
-		a := uint64(binary.LittleEndian.Uint32(k.a[:4]))<<32 | uint64(binary.LittleEndian.Uint32(k.b[:4]))
-		return mix(mix(t.seed^a, p0)^extra, p2)
+	if k.v6 {
+		return t.hash6(k)
 	}
-	extra |= 1 << 48
-	h := mix(t.seed^binary.LittleEndian.Uint64(k.a[:8]), binary.LittleEndian.Uint64(k.a[8:])^p0)
-	h = mix(h^binary.LittleEndian.Uint64(k.b[:8]), binary.LittleEndian.Uint64(k.b[8:])^p1)
-	return mix(h^extra, p2)
+	return t.hash4(k)
 }
+
+// hash4 is hash for an IPv4 key, whose addresses fill the first 4 bytes of
+// a and b.
+func (t *table) hash4(k *key) uint64 {
+	a := uint64(binary.LittleEndian.Uint32(k.a[:]))<<32 | uint64(binary.LittleEndian.Uint32(k.b[:]))
+	return mix(mix(t.seed^a, hashP0)^k.extra(), hashP2)
+}
+
+// hash6 is hash for an IPv6 key.
+func (t *table) hash6(k *key) uint64 {
+	h := mix(t.seed^binary.LittleEndian.Uint64(k.a[:8]), binary.LittleEndian.Uint64(k.a[8:])^hashP0)
+	h = mix(h^binary.LittleEndian.Uint64(k.b[:8]), binary.LittleEndian.Uint64(k.b[8:])^hashP1)
+	return mix(h^(k.extra()|1<<48), hashP2)
+}
+
+const (
+	hashP0 = 0xa0761d6478bd642f
+	hashP1 = 0xe7037ed1a0b428db
+	hashP2 = 0x8ebc6af09c88c6e3
+)
+
+// extra is what a key holds besides its addresses, as one word.
+func (k *key) extra() uint64 { return uint64(k.ap)<<32 | uint64(k.bp)<<16 | uint64(k.proto) }
 
 func mix(a, b uint64) uint64 {
 	hi, lo := bits.Mul64(a, b)
@@ -212,12 +249,19 @@ type view struct {
 //
 //go:norace
 func (t *table) lookup(k *key, v *view) bool {
-	h := t.hash(k)
+	// hash, matches and flow are spelt out for the compiler to inline.
+	var h uint64
+	if k.v6 {
+		h = t.hash6(k)
+	} else {
+		h = t.hash4(k)
+	}
 	tag := h & tagMask
+	index, mask, pages := t.index, t.mask, t.pages
 	for range maxRetries {
 		torn := false
-		for i, n := h>>t.shift, 0; n < maxProbe; i, n = (i+1)&t.mask, n+1 {
-			e := t.index[i].Load()
+		for i, n := h>>t.shift, 0; n < maxProbe; i, n = (i+1)&mask, n+1 {
+			e := index[i].Load()
 			if e == 0 {
 				break
 			}
@@ -225,9 +269,12 @@ func (t *table) lookup(k *key, v *view) bool {
 				continue
 			}
 			node := uint32(e)
-			f := t.flow(node >> 1)
+			f := &pages[node>>(pageBits+1)][node>>1&(pageSize-1)]
 			w := f.state.Load()
-			if w>>32&1 == 0 || !f.matches(node&1, k) {
+			if w>>32&1 == 0 {
+				continue
+			}
+			if node&1 == dirEgress && !f.matchesEgress(k) || node&1 != dirEgress && !f.matchesIngress(k) {
 				continue
 			}
 			v.local, v.global, v.lport, v.gport = f.local, f.global, f.lport, f.gport

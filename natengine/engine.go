@@ -148,14 +148,18 @@ func New(cfg Config) (*Engine, error) {
 	return e, nil
 }
 
-// clock returns the engine's time in seconds.
+// clock returns the engine's time in seconds. An engine on the default
+// clock started it in New, so a packet reads it with one atomic load.
 func (e *Engine) clock() uint32 {
-	var d time.Duration
-	if e.now == nil {
-		d = coarseSince() - e.base
-	} else {
-		d = e.now().Sub(e.epoch)
+	if e.now != nil {
+		return e.injectedClock()
 	}
+	return uint32((coarseLoad() - e.base) / time.Second)
+}
+
+// injectedClock is clock for an engine given Config.Now.
+func (e *Engine) injectedClock() uint32 {
+	d := e.now().Sub(e.epoch)
 	if d < 0 {
 		return 0
 	}
@@ -226,14 +230,17 @@ func (e *Engine) Egress(remote int, b []byte, p *packet.Parsed) bool {
 		return true
 	}
 	now := e.clock()
-	e.maybeReap(now)
+	if e.reaped.Load() != now {
+		e.maybeReap(now)
+	}
 	if p.FragOffset != 0 {
 		return e.egressFragment(s, b, p, now)
 	}
 	if isICMPError(p) {
 		return e.egressError(s, b, p)
 	}
-	k := key{a: p.Src, ap: p.SrcPort, b: p.Dst, bp: p.DstPort, proto: p.Proto, v6: p.Version == 6}
+	var k key
+	k.of(p)
 	var v view
 	var g [16]byte
 	var gp uint16
@@ -267,14 +274,17 @@ func (e *Engine) Ingress(remote int, b []byte, p *packet.Parsed) bool {
 		return true
 	}
 	now := e.clock()
-	e.maybeReap(now)
+	if e.reaped.Load() != now {
+		e.maybeReap(now)
+	}
 	if p.FragOffset != 0 {
 		return e.ingressFragment(s, b, p, now)
 	}
 	if isICMPError(p) {
 		return e.ingressError(b, p)
 	}
-	k := key{a: p.Src, ap: p.SrcPort, b: p.Dst, bp: p.DstPort, proto: p.Proto, v6: p.Version == 6}
+	var k key
+	k.of(p)
 	var v view
 	var l [16]byte
 	var lp uint16
@@ -302,6 +312,25 @@ const dropNone = numDropReasons
 // the reply direction if reply, with TCP flags flags. It changes nothing once
 // the flow is gone: the state word carries the sequence number v saw.
 func (e *Engine) touch(v *view, now uint32, reply bool, flags uint8) {
+	if steady(v.st, v.proto, reply, flags) {
+		e.t.flow(v.idx).see(now)
+		return
+	}
+	e.touchState(v, now, reply, flags)
+}
+
+// see records second now as the flow's last packet. Most packets of a
+// flow arrive in a second already recorded, and a load leaves the cache
+// line shared between the goroutines of both directions where a store
+// would not.
+func (f *flow) see(now uint32) {
+	if f.seen.Load() != now {
+		f.seen.Store(now)
+	}
+}
+
+// touchState is touch for a packet that may change the flow's state.
+func (e *Engine) touchState(v *view, now uint32, reply bool, flags uint8) {
 	f := e.t.flow(v.idx)
 	old := uint64(v.seq)<<32 | uint64(v.st)
 	for {
@@ -317,9 +346,7 @@ func (e *Engine) touch(v *view, now uint32, reply bool, flags uint8) {
 			return
 		}
 	}
-	if f.seen.Load() != now {
-		f.seen.Store(now)
-	}
+	f.see(now)
 }
 
 // viewOf is a view of flow i. Under Engine.mu.
@@ -549,11 +576,11 @@ func (e *Engine) fairShare(n uint32) DropReason {
 	return dropNone
 }
 
-// maybeReap advances the wheel when a new second has begun, unless another
-// goroutine is busy with the table's structure: the next packet will try
-// again.
+// maybeReap advances the wheel, for a packet that saw second now begin,
+// unless another goroutine is busy with the table's structure: the next
+// packet will try again.
 func (e *Engine) maybeReap(now uint32) {
-	if e.reaped.Load() == now || !e.mu.TryLock() {
+	if !e.mu.TryLock() {
 		return
 	}
 	e.reap(now, reapBudget)

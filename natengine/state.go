@@ -117,3 +117,19 @@ func advance(st uint32, proto uint8, reply bool, flags uint8) uint32 {
 	}
 	return st&^stateMask | uint32(s)
 }
+
+// steady reports whether a packet leaves state word st as it is, without
+// the work of advance: a packet of an established TCP connection that
+// carries no SYN, FIN or RST, or of another protocol once a reply has been
+// seen (or in the original direction). When steady is true,
+// advance(st, proto, reply, flags) == st.
+func steady(st uint32, proto uint8, reply bool, flags uint8) bool {
+	if reply && st&stReplied == 0 {
+		return false
+	}
+	if proto != protoTCP {
+		return !reply || st&stateMask == uint32(StateReplied)
+	}
+	return flags&(packet.TCPFlagSYN|packet.TCPFlagFIN|packet.TCPFlagRST) == 0 &&
+		st&(stateMask|stFinOrig|stFinReply) == uint32(StateEstablished)
+}
