@@ -16,25 +16,22 @@ const coarseTick = 100 * time.Millisecond
 var coarse struct {
 	once  sync.Once
 	start time.Time
-	since atomic.Int64
+	since atomic.Uint64 // nanoseconds
 }
 
 func startCoarse() {
 	coarse.start = time.Now()
 	go func() {
 		for range time.Tick(coarseTick) {
-			coarse.since.Store(int64(time.Since(coarse.start)))
+			coarse.since.Store(uint64(time.Since(coarse.start)))
 		}
 	}()
 }
 
 // coarseSince returns the default clock as time since its start, starting
-// it first if need be.
+// it first if need be. Engines on the default clock start it in New and read
+// coarse.since per packet, instead of a time.Time.
 func coarseSince() time.Duration {
 	coarse.once.Do(startCoarse)
-	return coarseLoad()
+	return time.Duration(coarse.since.Load())
 }
-
-// coarseLoad is coarseSince once the clock has started: what engines on the
-// default clock read per packet, instead of a time.Time.
-func coarseLoad() time.Duration { return time.Duration(coarse.since.Load()) }

@@ -67,7 +67,7 @@ type Engine struct {
 	to    timeouts
 	now   func() time.Time // nil: the default coarse clock
 	epoch time.Time        // second 0, for an injected clock
-	base  time.Duration    // second 0, for the default clock
+	base  uint64           // second 0 in ns, for the default clock
 	rand  func() uint32
 	stats counters
 	// journal, when set, receives every flow created, changed and removed
@@ -139,7 +139,7 @@ func New(cfg Config) (*Engine, error) {
 	if e.now != nil {
 		e.epoch = e.now().Add(-time.Second)
 	} else {
-		e.base = coarseSince() - time.Second
+		e.base = uint64(coarseSince() - time.Second)
 	}
 	e.t = newTable(cfg.MaxFlows, uint64(cfg.Rand())<<32|uint64(cfg.Rand()))
 	now := e.clock()
@@ -154,7 +154,9 @@ func (e *Engine) clock() uint32 {
 	if e.now != nil {
 		return e.injectedClock()
 	}
-	return uint32((coarseLoad() - e.base) / time.Second)
+	// The default clock only advances: the difference, modulo 2^64, is the
+	// time since second 0.
+	return uint32((coarse.since.Load() - e.base) / uint64(time.Second))
 }
 
 // injectedClock is clock for an engine given Config.Now.
@@ -245,7 +247,11 @@ func (e *Engine) Egress(remote int, b []byte, p *packet.Parsed) bool {
 	var g [16]byte
 	var gp uint16
 	if e.t.lookup(&k, &v) {
-		e.touch(&v, now, v.kind&kindInbound != 0, p.TCPFlags)
+		if reply := v.kind&kindInbound != 0; steady(v.st, v.proto, reply, p.TCPFlags) {
+			e.t.flow(v.idx).see(now)
+		} else {
+			e.touch(&v, now, reply, p.TCPFlags)
+		}
 		g, gp = v.global, v.gport
 	} else {
 		if !s.isLocal(&p.Src) {
@@ -289,7 +295,11 @@ func (e *Engine) Ingress(remote int, b []byte, p *packet.Parsed) bool {
 	var l [16]byte
 	var lp uint16
 	if e.t.lookup(&k, &v) {
-		e.touch(&v, now, v.kind&kindInbound == 0, p.TCPFlags)
+		if reply := v.kind&kindInbound == 0; steady(v.st, v.proto, reply, p.TCPFlags) {
+			e.t.flow(v.idx).see(now)
+		} else {
+			e.touch(&v, now, reply, p.TCPFlags)
+		}
 		l, lp = v.local, v.lport
 	} else {
 		var r DropReason
@@ -311,26 +321,10 @@ const dropNone = numDropReasons
 // touch records a packet of the flow v was copied from at second now, in
 // the reply direction if reply, with TCP flags flags. It changes nothing once
 // the flow is gone: the state word carries the sequence number v saw.
+//
+// The established path asks steady first, and for most packets only has
+// the flow see the second.
 func (e *Engine) touch(v *view, now uint32, reply bool, flags uint8) {
-	if steady(v.st, v.proto, reply, flags) {
-		e.t.flow(v.idx).see(now)
-		return
-	}
-	e.touchState(v, now, reply, flags)
-}
-
-// see records second now as the flow's last packet. Most packets of a
-// flow arrive in a second already recorded, and a load leaves the cache
-// line shared between the goroutines of both directions where a store
-// would not.
-func (f *flow) see(now uint32) {
-	if f.seen.Load() != now {
-		f.seen.Store(now)
-	}
-}
-
-// touchState is touch for a packet that may change the flow's state.
-func (e *Engine) touchState(v *view, now uint32, reply bool, flags uint8) {
 	f := e.t.flow(v.idx)
 	old := uint64(v.seq)<<32 | uint64(v.st)
 	for {
@@ -347,6 +341,16 @@ func (e *Engine) touchState(v *view, now uint32, reply bool, flags uint8) {
 		}
 	}
 	f.see(now)
+}
+
+// see records second now as the flow's last packet. Most packets of a
+// flow arrive in a second already recorded, and a load leaves the cache
+// line shared between the goroutines of both directions where a store
+// would not.
+func (f *flow) see(now uint32) {
+	if f.seen.Load() != now {
+		f.seen.Store(now)
+	}
 }
 
 // viewOf is a view of flow i. Under Engine.mu.
