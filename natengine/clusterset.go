@@ -357,7 +357,8 @@ func (c *Clusterset) Egress(b []byte, p *packet.Parsed) VIPVerdict {
 	if isICMPError(p) {
 		return c.egressError(s, b, p, now)
 	}
-	k := key{a: p.Src, ap: p.SrcPort, b: p.Dst, bp: p.DstPort, proto: p.Proto, v6: p.Version == 6}
+	var k key
+	k.of(p)
 	if s.snatOK && p.Dst == s.snat {
 		if !c.reverse(&k, b, p, now) {
 			return c.drop(VIPDropNoFlow)
@@ -402,7 +403,8 @@ func (c *Clusterset) Ingress(b []byte, p *packet.Parsed) {
 	if _, ok := s.backends[p.Src]; !ok {
 		return
 	}
-	k := key{a: p.Src, ap: p.SrcPort, b: p.Dst, bp: p.DstPort, proto: p.Proto, v6: p.Version == 6}
+	var k key
+	k.of(p)
 	now := c.clock()
 	c.maybeSweep(now)
 	c.reverse(&k, b, p, now)
