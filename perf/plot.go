@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -93,8 +94,8 @@ func (c barChart) svg() []byte {
 		}
 	} else {
 		top, step := niceScale(top)
-		for v := 0.0; v <= top*1.0001; v += step {
-			ticks = append(ticks, v)
+		for i := 0.0; i*step <= top*1.0001; i++ {
+			ticks = append(ticks, i*step)
 		}
 		y = func(v float64) float64 { return float64(plotTop+plotHeight) - v/top*plotHeight }
 	}
@@ -112,13 +113,9 @@ func (c barChart) svg() []byte {
 		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="12" height="12" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n", e.x, e.y, plotColors[i%len(plotColors)], e.x+16, e.y+10, esc(s.name))
 	}
 	// Axis, grid and ticks.
-	for i, v := range ticks {
-		step := v
-		if i > 0 {
-			step = v - ticks[i-1]
-		}
+	for _, v := range ticks {
 		fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#ddd"/>`+"\n", plotLeft, width-plotRight, y(v), y(v))
-		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", plotLeft-6, y(v)+4, esc(tick(v, max(step, 1e-9))))
+		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", plotLeft-6, y(v)+4, esc(tick(v)))
 	}
 	fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="black"/>`+"\n", plotLeft, plotLeft, plotTop, plotTop+plotHeight)
 	fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="black"/>`+"\n", plotLeft, width-plotRight, plotTop+plotHeight, plotTop+plotHeight)
@@ -198,10 +195,17 @@ func niceScale(v float64) (top, step float64) {
 	return math.Ceil(v/step-1e-9) * step, step
 }
 
-// tick formats an axis value with as many decimals as the step needs.
-func tick(v, step float64) string {
-	d := max(0, int(-math.Floor(math.Log10(step)+1e-9)))
-	return fmt.Sprintf("%.*f", d, v)
+// tick formats an axis value as a person writes it: no trailing zeros,
+// no decimal point for a whole number ("0", "0.5", "2.5", "10"). Ticks
+// are multiples of 1, 2 or 5 times a power of ten, or powers of ten, so
+// nine significant digits remove the float error of their products and
+// keep every digit they have.
+func tick(v float64) string {
+	if v == 0 {
+		return "0"
+	}
+	r, _ := strconv.ParseFloat(strconv.FormatFloat(v, 'g', 9, 64), 64)
+	return strconv.FormatFloat(r, 'f', -1, 64)
 }
 
 func esc(s string) string { return html.EscapeString(s) }

@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -245,5 +247,48 @@ func TestLogRangeSpansWholeDecades(t *testing.T) {
 	}
 	if lo, hi := logRange([]barSeries{{bars: []bar{{}}}}); lo != 1 || hi != 10 {
 		t.Errorf("logRange of nothing = %v, %v; want 1, 10", lo, hi)
+	}
+}
+
+// axisTicks returns the tick labels of a chart's value axis, bottom up.
+func axisTicks(svg []byte) []string {
+	var out []string
+	for _, m := range tickLabel.FindAllSubmatch(svg, -1) {
+		out = append(out, string(m[1]))
+	}
+	return out
+}
+
+var tickLabel = regexp.MustCompile(`<text x="\d+" y="[-\d.]+" text-anchor="end">([^<]*)</text>`)
+
+func TestAxisTicksReadAsAPersonWritesThem(t *testing.T) {
+	one := func(vs ...float64) []barSeries {
+		s := barSeries{name: "s"}
+		for _, v := range vs {
+			s.bars = append(s.bars, bar{median: v, min: v, max: v, ok: true})
+		}
+		return []barSeries{s}
+	}
+	for _, tc := range []struct {
+		name  string
+		chart barChart
+		ticks []string
+	}{
+		{"halves", barChart{series: one(1.9, 0.4), format: "%.2f"}, []string{"0", "0.5", "1", "1.5", "2"}},
+		{"fifths", barChart{series: one(0.55), format: "%.2f"}, []string{"0", "0.2", "0.4", "0.6"}},
+		{"two and a half", barChart{series: one(12.3), format: "%.1f"}, []string{"0", "5", "10", "15"}},
+		{"hundreds", barChart{series: one(420), format: "%.0f"}, []string{"0", "100", "200", "300", "400", "500"}},
+		{"decades", barChart{series: one(37, 7207), format: "%.0f", log: true}, []string{"10", "100", "1000", "10000"}},
+		{"decades below one", barChart{series: one(0.37, 4), format: "%.2f", log: true}, []string{"0.1", "1", "10"}},
+	} {
+		tc.chart.groups = make([]string, len(tc.chart.series[0].bars))
+		if got := axisTicks(tc.chart.svg()); !slices.Equal(got, tc.ticks) {
+			t.Errorf("%s: ticks %q, want %q", tc.name, got, tc.ticks)
+		}
+	}
+	for v, want := range map[float64]string{0: "0", 0.1 * 3: "0.3", 2.5: "2.5", 1e6: "1000000", 0.001: "0.001", 0.2 * 7: "1.4"} {
+		if got := tick(v); got != want {
+			t.Errorf("tick(%v) = %q, want %q", v, got, want)
+		}
 	}
 }
