@@ -7,8 +7,10 @@
 // and a pod of another, and writes every measurement to results.json with
 // a report.md and SVG plots.
 //
-// The workloads are iperf3 TCP with one and ten flows each way, a UDP
-// packet-rate generator that counts sent against received, TCP
+// The workloads are iperf3 TCP with one and ten flows each way, the
+// highest UDP packet rate forwarded with at most 0.1% lost (RFC 2544),
+// searched by paced trials of a generator that counts sent against
+// received, TCP
 // request/response round trips (netperf's TCP_RR, done here by RunRR and
 // ServeRR) and ping. Around each one the harness samples the CPU and peak
 // memory of the tunnel processes, from which it reports CPU seconds per

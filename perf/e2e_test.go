@@ -79,8 +79,11 @@ func TestBenchmarkEndToEnd(t *testing.T) {
 				t.Errorf("%s %s: throughput %v", sys, w, v)
 			}
 		}
-		if rx, tx := get(WorkloadUDP, MetricRxPPS), get(WorkloadUDP, MetricTxPPS); rx <= 0 || rx > tx {
-			t.Errorf("%s: UDP received %v/s of %v/s sent", sys, rx, tx)
+		if n := get(WorkloadUDP, MetricUDPTrials); n < 1 || n > UDPMaxTrials {
+			t.Errorf("%s: UDP search ran %v trials, want 1 to %d", sys, n, UDPMaxTrials)
+		}
+		if l, ok := back.Summary(sys, WorkloadUDP, MetricLoss.Name); get(WorkloadUDP, MetricUDPRate) > 0 && (!ok || l.Median > UDPMaxLoss) {
+			t.Errorf("%s: UDP rate found with loss %+v, want at most %g%%", sys, l, UDPMaxLoss)
 		}
 		if p50, p99, p999 := get(WorkloadRR, MetricP50), get(WorkloadRR, MetricP99), get(WorkloadRR, MetricP999); !(0 < p50 && p50 <= p99 && p99 <= p999) {
 			t.Errorf("%s: RR percentiles %v, %v, %v out of order", sys, p50, p99, p999)

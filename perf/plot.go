@@ -21,6 +21,16 @@ var plotColors = []string{"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
 type bar struct {
 	median, min, max float64
 	ok               bool
+	// label, if set, replaces the median's formatted value above the bar.
+	label string
+}
+
+// text is what the chart writes above a bar and in its tooltip.
+func (b bar) text(format string) string {
+	if b.label != "" {
+		return b.label
+	}
+	return fmt.Sprintf(format, b.median)
 }
 
 type barSeries struct {
@@ -134,14 +144,14 @@ func (c barChart) svg() []byte {
 				bx := gx + i*plotBarWidth
 				color := plotColors[i%len(plotColors)]
 				fmt.Fprintf(&b, `<rect class="bar" x="%d" y="%.1f" width="%d" height="%.1f" fill="%s"><title>%s, %s: %s</title></rect>`+"\n",
-					bx, y(br.median), plotBarWidth-2, base-y(br.median), color, esc(name), esc(s.name), esc(fmt.Sprintf(c.format, br.median)))
+					bx, y(br.median), plotBarWidth-2, base-y(br.median), color, esc(name), esc(s.name), esc(br.text(c.format)))
 				if br.max > br.min {
 					cx := float64(bx) + float64(plotBarWidth-2)/2
 					fmt.Fprintf(&b, `<path class="whisker" d="M%.1f %.1fV%.1fM%.1f %.1fh6M%.1f %.1fh6" stroke="black" fill="none"/>`+"\n",
 						cx, y(br.min), y(br.max), cx-3, y(br.min), cx-3, y(br.max))
 				}
 				fmt.Fprintf(&b, `<text transform="translate(%.1f %.1f) rotate(-90)" font-size="9">%s</text>`+"\n",
-					float64(bx)+float64(plotBarWidth)/2+2, y(max(br.max, br.median))-4, esc(fmt.Sprintf(c.format, br.median)))
+					float64(bx)+float64(plotBarWidth)/2+2, y(max(br.max, br.median))-4, esc(br.text(c.format)))
 			}
 		}
 		fmt.Fprintf(&b, `<text transform="translate(%d %d) rotate(-35)" text-anchor="end">%s</text>`+"\n", gx+groupW/2-plotGroupGap/2, plotTop+plotHeight+16, esc(name))
@@ -258,11 +268,7 @@ func (r *Results) charts() map[string]barChart {
 		out["cpu.svg"] = cpu
 	}
 	if _, ok := r.Workload(WorkloadUDP); ok {
-		out["udp.svg"] = barChart{title: fmt.Sprintf("UDP packet rate, %d-byte datagrams", UDPPayload), yLabel: "thousand datagrams per second", groups: names, format: "%.0f",
-			series: []barSeries{
-				r.seriesOf("received", systems, WorkloadUDP, MetricRxPPS.Name, 1e-3),
-				r.seriesOf("sent", systems, WorkloadUDP, MetricTxPPS.Name, 1e-3),
-			}}
+		out["udp.svg"] = r.udpChart(systems, names)
 	}
 	lat := barChart{title: "Round-trip latency", yLabel: "µs (log scale)", groups: names, format: "%.0f", log: true}
 	if _, ok := r.Workload(WorkloadRR); ok {
@@ -280,6 +286,25 @@ func (r *Results) charts() map[string]barChart {
 		out["latency.svg"] = lat
 	}
 	return out
+}
+
+// udpChart is the rate each system's UDP search found, each bar labelled
+// with the loss at it.
+func (r *Results) udpChart(systems []SystemInfo, names []string) barChart {
+	maxLoss := r.udpMaxLoss()
+	s := r.seriesOf(fmt.Sprintf("highest rate with ≤ %g%% loss", maxLoss), systems, WorkloadUDP, MetricUDPRate.Name, 1e-3)
+	for i, sys := range systems {
+		if !s.bars[i].ok {
+			continue
+		}
+		if l, ok := r.Summary(sys.Name, WorkloadUDP, MetricLoss.Name); ok && l.N > 0 {
+			s.bars[i].label = fmt.Sprintf("%s%.1f, %.3f%% lost", r.udpAtBound(sys.Name), s.bars[i].median, l.Median)
+		} else {
+			s.bars[i].label = fmt.Sprintf("none with ≤ %g%% lost", maxLoss)
+		}
+	}
+	return barChart{title: fmt.Sprintf("UDP forwarding rate, %d-byte datagrams (RFC 2544 search)", UDPPayload), yLabel: "thousand datagrams per second",
+		groups: names, format: "%.1f", series: []barSeries{s}}
 }
 
 // plotOrder is the order plots are listed in.

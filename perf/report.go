@@ -29,7 +29,9 @@ type table struct {
 func (r *Results) tables() []table {
 	var out []table
 	tput := table{title: "Throughput", head: []string{"system"},
-		note: fmt.Sprintf("Median (min–max) over the repetitions. TCP in Gb/s of payload received; UDP in thousands of %d-byte datagrams received per second, with the median share lost.", UDPPayload)}
+		note: fmt.Sprintf("Median (min–max) over the repetitions. TCP in Gb/s of payload received; UDP the highest rate, in thousands of %d-byte datagrams per second, "+
+			"that a search of paced trials found forwarded with at most %g%% lost (RFC 2544), with the median loss at it; 0 where every rate tried lost more; "+
+			"≥ where the source could offer no more (or --udp-rate capped the search) and the system kept up, so it may forward more, and a ratio to it is an upper bound.", UDPPayload, r.udpMaxLoss())}
 	cost := table{title: "Cost", head: []string{"system"},
 		note: "CPU seconds the tunnel processes of both gateway nodes spent per gigabit delivered, median (min–max); tunnel CPU in % of one core during the single-flow run; peak memory is the largest VmHWM of a tunnel process. " +
 			"Where the kernel carries the traffic (veth, kernel vxlan) its CPU is spent in softirq context on whatever runs, and is not attributable."}
@@ -45,7 +47,7 @@ func (r *Results) tables() []table {
 		}
 	}
 	if has(WorkloadUDP) {
-		tput.head = append(tput.head, "UDP 64 B, kpps received (loss)")
+		tput.head = append(tput.head, fmt.Sprintf("UDP 64 B, kpps at ≤ %g%% loss (loss at it)", r.udpMaxLoss()))
 	}
 	if len(tcp) > 0 {
 		cost.head = append(cost.head, "tunnel CPU, "+r.workloadTitle(tcp[0]))
@@ -74,9 +76,9 @@ func (r *Results) tables() []table {
 			}
 		}
 		if has(WorkloadUDP) {
-			c := r.cell(s.Name, WorkloadUDP, MetricRxPPS.Name, 1e-3, "%.0f", true)
+			c := r.udpAtBound(s.Name) + r.cell(s.Name, WorkloadUDP, MetricUDPRate.Name, 1e-3, "%.1f", true)
 			if l, ok := r.Summary(s.Name, WorkloadUDP, MetricLoss.Name); ok && l.N > 0 {
-				c += fmt.Sprintf(", %.1f%% lost", l.Median)
+				c += fmt.Sprintf(", %.3f%% lost", l.Median)
 			}
 			tr = append(tr, c)
 		}
@@ -146,6 +148,23 @@ func (r *Results) peakMemory(s SystemInfo) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.0f MiB", peak/(1<<20))
+}
+
+// udpAtBound is "≥ " when a repetition of the system's UDP search found
+// the top of its range, so that its rate is a lower bound.
+func (r *Results) udpAtBound(system string) string {
+	if s, ok := r.Summary(system, WorkloadUDP, MetricUDPAtBound.Name); ok && s.N > 0 && s.Max > 0 {
+		return "≥ "
+	}
+	return ""
+}
+
+// udpMaxLoss is the loss the run's UDP search tolerated, in percent.
+func (r *Results) udpMaxLoss() float64 {
+	if r.Settings.UDPMaxLoss > 0 {
+		return r.Settings.UDPMaxLoss
+	}
+	return UDPMaxLoss
 }
 
 func (r *Results) workloadTitle(name string) string {
@@ -363,8 +382,19 @@ func (m Measurement) result(w Workload) string {
 	switch w.Primary {
 	case MetricThroughput.Name:
 		return fmt.Sprintf("%.2f Gb/s, %.0f retransmits", v[MetricThroughput.Name]/1e9, v[MetricRetransmits.Name])
-	case MetricRxPPS.Name:
-		return fmt.Sprintf("%.0f of %.0f kpps (%.1f%% lost)", v[MetricRxPPS.Name]/1e3, v[MetricTxPPS.Name]/1e3, v[MetricLoss.Name])
+	case MetricUDPRate.Name:
+		s := fmt.Sprintf("every rate tried lost more than tolerated, %.0f trials", v[MetricUDPTrials.Name])
+		if l, ok := v[MetricLoss.Name]; ok {
+			at := ""
+			if v[MetricUDPAtBound.Name] > 0 {
+				at = "≥ "
+			}
+			s = fmt.Sprintf("%s%.1f kpps at %.3f%% loss, %.0f trials", at, v[MetricUDPRate.Name]/1e3, l, v[MetricUDPTrials.Name])
+		}
+		if p, ok := v[MetricUDPProbeRx.Name]; ok {
+			s += fmt.Sprintf(" (unpaced probe: %.1f kpps received)", p/1e3)
+		}
+		return s
 	}
 	s := fmt.Sprintf("p50 %.0f µs, p99 %.0f µs", v[MetricP50.Name], v[MetricP99.Name])
 	if p, ok := v[MetricP999.Name]; ok {

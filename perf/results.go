@@ -29,12 +29,16 @@ var (
 		"CPU of the sending iperf3 (iperf3 cpu_utilization_percent)", false}
 	MetricReceiverCPU = Metric{"receiver_cpu", "% of one core",
 		"CPU of the receiving iperf3 (iperf3 cpu_utilization_percent)", false}
-	MetricRxPPS = Metric{"rx_pps", "packets/s",
-		"datagrams the sink received, per second of sending", true}
-	MetricTxPPS = Metric{"tx_pps", "packets/s",
-		"datagrams the source sent per second", true}
+	MetricUDPRate = Metric{"udp_rate", "packets/s",
+		"highest rate of datagrams offered with at most the tolerated loss (RFC 2544 search); 0 when every rate tried lost more", true}
+	MetricUDPAtBound = Metric{"udp_at_bound", "1 if so",
+		"set when the rate found is the top of the search (the most the source could offer, or --udp-rate) with nothing lost beyond the tolerated: the system may forward more", false}
+	MetricUDPTrials = Metric{"udp_trials", "trials",
+		"trials the UDP rate search ran, the unpaced probe included", false}
+	MetricUDPProbeRx = Metric{"udp_probe_rx", "packets/s",
+		"datagrams received per second while the source sent unpaced (the search's probe): the tunnel's rate while sharing the CPUs with an unpaced source", true}
 	MetricLoss = Metric{"loss", "%",
-		"share of the datagrams or echo requests sent that were not answered or counted", false}
+		"share of the datagrams or echo requests sent that were not answered or counted; for UDP, at the rate found", false}
 	MetricTransactions = Metric{"transactions", "1/s",
 		"request/response transactions completed per second, one in flight", true}
 	MetricP50       = Metric{"p50", "µs", "median round trip", false}
@@ -85,9 +89,15 @@ type Settings struct {
 	// CPU to drop to IdleBusyMax percent.
 	IdleWaitSec float64 `json:"idleWaitSeconds"`
 	IdleBusyMax float64 `json:"idleBusyMaxPercent"`
-	// UDPRate caps the UDP workload's datagrams per second; 0 is as fast
-	// as the source can send.
+	// UDPRate is the highest rate, in datagrams per second, the UDP
+	// search tries; 0 takes it from an unpaced probe.
 	UDPRate float64 `json:"udpRate,omitempty"`
+	// UDPTrialSec is the length of each trial of the UDP search,
+	// UDPMaxLoss the loss in percent a trial may have and pass, and
+	// UDPMaxTrials the most trials of one search.
+	UDPTrialSec  float64 `json:"udpTrialSeconds,omitempty"`
+	UDPMaxLoss   float64 `json:"udpMaxLossPercent,omitempty"`
+	UDPMaxTrials int     `json:"udpMaxTrials,omitempty"`
 	// Topology says where the traffic runs.
 	Topology string `json:"topology"`
 }

@@ -60,8 +60,8 @@ type Options struct {
 	// Duration is how long each measurement sends, in whole seconds;
 	// default 10s.
 	Duration time.Duration
-	// UDPRate caps the UDP workload's datagrams per second; 0 sends as
-	// fast as the source can.
+	// UDPRate is the highest rate, in datagrams per second, the UDP
+	// workload's search tries; 0 takes it from an unpaced probe.
 	UDPRate float64
 	// OutDir receives results.json, report.md, the plots and the raw tool
 	// output; it is created.
@@ -155,7 +155,7 @@ func (o *Options) validate() error {
 		bad("duration %s: give a whole number of seconds, at least 1s (iperf3 -t takes seconds)", o.Duration)
 	}
 	if o.UDPRate < 0 {
-		bad("udp-rate %g: give datagrams per second, or 0 for as fast as the source can send", o.UDPRate)
+		bad("udp-rate %g: give the highest rate the UDP search tries, in datagrams per second, or 0 to take it from an unpaced probe", o.UDPRate)
 	}
 	if o.OutDir == "" {
 		bad("out: give an output directory")
@@ -245,12 +245,15 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		Started:   time.Now().UTC(),
 		Machine:   ReadMachine(ctx),
 		Settings: Settings{
-			Reps:        o.Reps,
-			DurationSec: o.Duration.Seconds(),
-			IdleWaitSec: o.IdleWait.Seconds(),
-			IdleBusyMax: o.IdleBusyMax,
-			UDPRate:     o.UDPRate,
-			Topology:    o.topology(),
+			Reps:         o.Reps,
+			DurationSec:  o.Duration.Seconds(),
+			IdleWaitSec:  o.IdleWait.Seconds(),
+			IdleBusyMax:  o.IdleBusyMax,
+			UDPRate:      o.UDPRate,
+			UDPTrialSec:  udpTrialTime(o.Duration).Seconds(),
+			UDPMaxLoss:   UDPMaxLoss,
+			UDPMaxTrials: UDPMaxTrials,
+			Topology:     o.topology(),
 		},
 		Workloads: workloads,
 	}

@@ -5,9 +5,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"strconv"
@@ -17,63 +17,41 @@ import (
 	"time"
 
 	"golang.org/x/net/ipv4"
+	"golang.org/x/sys/unix"
 )
 
-// The UDP packet-rate workload: a source sends small datagrams as fast as
-// it can (or at a set rate) in batches of sendmmsg, a sink counts what
-// arrives in batches of recvmmsg, and the two compare counts over a TCP
-// control connection on the same port. Every datagram starts with the
-// run's session number and its sequence number, so that stragglers of an
-// earlier run are not counted.
+// The UDP generator: a source sends small datagrams, paced to a rate or
+// as fast as it can, in batches of sendmmsg; a sink counts what arrives
+// in batches of recvmmsg; the two compare counts over a TCP control
+// connection on the same port. Every datagram starts with its trial's
+// session number and its sequence number, so that stragglers of an
+// earlier trial are not counted. udpsearch.go drives trials of it to find
+// a system's forwarding rate.
 
-// Sizes of the UDP workload.
+// Sizes and times of the UDP generator.
 const (
 	// UDPPayload is the workload's datagram payload: 64 bytes, a 92-byte
 	// IPv4 packet.
 	UDPPayload = 64
 	// udpHeader is the session and sequence numbers leading each payload.
 	udpHeader = 16
-	udpBatch  = 64
-	// udpDrain is how long the source waits after its last datagram
-	// before asking for the count, for the ones still in the tunnel.
-	udpDrain = 300 * time.Millisecond
+	// udpBatch is the most datagrams one sendmmsg or recvmmsg moves.
+	udpBatch = 64
+	// udpPaceInterval is the time a paced source aims to leave between
+	// its batches: short enough that a batch is a small burst, long
+	// enough that waking up for it costs little CPU.
+	udpPaceInterval = 200 * time.Microsecond
+	// udpMaxSleep bounds one sleep of a paced source, so that it notices
+	// a cancelled context.
+	udpMaxSleep = 10 * time.Millisecond
+	// After its last datagram a source asks the sink's count every
+	// udpDrainPoll until every datagram arrived or the count stayed the
+	// same for udpDrainQuiet, and at most for udpDrainMax: the datagrams
+	// still queued in the tunnel arrive late, not never.
+	udpDrainPoll  = 20 * time.Millisecond
+	udpDrainQuiet = 200 * time.Millisecond
+	udpDrainMax   = 2 * time.Second
 )
-
-// UDPReport is what a UDP source measured; `snorkel perf-pod udp-source`
-// prints it as JSON.
-type UDPReport struct {
-	Sent     int64 `json:"sent"`
-	Received int64 `json:"received"`
-	// SendErrors counts datagrams the source's stack refused (no buffer
-	// space, an ICMP error of an earlier datagram).
-	SendErrors int64   `json:"sendErrors"`
-	Seconds    float64 `json:"seconds"`
-	Payload    int     `json:"payload"`
-}
-
-// ParseUDPReport reads a UDP source's JSON report.
-func ParseUDPReport(b []byte) (UDPReport, error) {
-	var r UDPReport
-	if err := json.Unmarshal(b, &r); err != nil {
-		return UDPReport{}, fmt.Errorf("perf: udp report: %w", err)
-	}
-	if r.Sent <= 0 || r.Seconds <= 0 {
-		return UDPReport{}, fmt.Errorf("perf: udp report: %d datagrams sent in %gs; the source sent nothing", r.Sent, r.Seconds)
-	}
-	if r.Received < 0 || r.Received > r.Sent {
-		return UDPReport{}, fmt.Errorf("perf: udp report: %d received of %d sent", r.Received, r.Sent)
-	}
-	return r, nil
-}
-
-// Values returns the UDP workload's metrics.
-func (r UDPReport) Values() map[string]float64 {
-	return map[string]float64{
-		MetricRxPPS.Name: float64(r.Received) / r.Seconds,
-		MetricTxPPS.Name: float64(r.Sent) / r.Seconds,
-		MetricLoss.Name:  100 * float64(r.Sent-r.Received) / float64(r.Sent),
-	}
-}
 
 // UDPSink counts the datagrams of the current session.
 type UDPSink struct {
@@ -135,9 +113,11 @@ func (s *UDPSink) receive(conn *net.UDPConn) error {
 	}
 }
 
-// control serves one source: "start SESSION" begins counting that
-// session's datagrams from zero and is answered "ok"; "stop" is answered
-// with the count, and ends the session.
+// control serves one source, one command a line: "start SESSION" begins
+// counting that session's datagrams from zero and is answered "ok";
+// "count" is answered with the count so far; "stop" is answered with the
+// count, and ends the session. A source runs any number of sessions, one
+// after the other, on one connection.
 func (s *UDPSink) control(c net.Conn) {
 	defer c.Close()
 	r := bufio.NewReader(c)
@@ -158,11 +138,12 @@ func (s *UDPSink) control(c net.Conn) {
 			s.received.Store(0)
 			s.session.Store(id)
 			fmt.Fprintln(c, "ok")
+		case "count":
+			fmt.Fprintln(c, s.received.Load())
 		case "stop":
 			n := s.received.Load()
 			s.session.Store(0)
 			fmt.Fprintln(c, n)
-			return
 		default:
 			fmt.Fprintf(c, "error: unknown command %q\n", cmd)
 			return
@@ -170,135 +151,254 @@ func (s *UDPSink) control(c net.Conn) {
 	}
 }
 
-// UDPSourceOptions configures RunUDPSource.
-type UDPSourceOptions struct {
-	Server   netip.AddrPort
-	Duration time.Duration
-	// Payload is the datagram payload size, at least 16; default
-	// UDPPayload.
-	Payload int
-	// Rate caps the datagrams per second; 0 sends as fast as the source
-	// can.
-	Rate float64
+// UDPTrial is one trial of the UDP generator: datagrams offered at a rate
+// for a time, and how many the sink counted.
+type UDPTrial struct {
+	// Rate is the datagrams per second asked for; 0 sends as fast as the
+	// source can.
+	Rate float64 `json:"rate"`
+	// Sent counts the datagrams the source's stack took.
+	Sent     int64 `json:"sent"`
+	Received int64 `json:"received"`
+	// SendErrors counts datagrams the source's stack refused (no buffer
+	// space, an ICMP error of an earlier datagram); they count as lost.
+	SendErrors int64 `json:"sendErrors"`
+	// Seconds is the time the source sent for.
+	Seconds float64 `json:"seconds"`
+	// DrainSeconds is how long the source then waited for the datagrams
+	// still in the tunnel.
+	DrainSeconds float64 `json:"drainSeconds"`
 }
 
-// RunUDPSource sends datagrams to a UDPSink for o.Duration and reports how
-// many it sent and how many the sink counted.
-func RunUDPSource(ctx context.Context, o UDPSourceOptions) (UDPReport, error) {
-	if o.Payload == 0 {
-		o.Payload = UDPPayload
+// Offered is the rate the source really offered, in datagrams per second.
+func (t UDPTrial) Offered() float64 {
+	if t.Seconds <= 0 {
+		return 0
 	}
-	if o.Payload < udpHeader || o.Payload > 1400 {
-		return UDPReport{}, fmt.Errorf("perf: udp payload %d: use %d to 1400 bytes", o.Payload, udpHeader)
+	return float64(t.Sent+t.SendErrors) / t.Seconds
+}
+
+// ReceivedRate is the datagrams the sink counted per second of sending.
+func (t UDPTrial) ReceivedRate() float64 {
+	if t.Seconds <= 0 {
+		return 0
+	}
+	return float64(t.Received) / t.Seconds
+}
+
+// Loss is the share of the offered datagrams the sink did not count, in
+// percent; 100 when nothing was offered.
+func (t UDPTrial) Loss() float64 {
+	offered := t.Sent + t.SendErrors
+	if offered <= 0 {
+		return 100
+	}
+	return 100 * float64(offered-t.Received) / float64(offered)
+}
+
+// udpSource sends trials to one UDPSink, each a session of its own on one
+// control connection.
+type udpSource struct {
+	ctl     net.Conn
+	ctlr    *bufio.Reader
+	conn    *net.UDPConn
+	pc      *ipv4.PacketConn
+	msgs    []ipv4.Message
+	payload int
+}
+
+// dialUDPSource connects to the sink at server; the caller closes it.
+func dialUDPSource(ctx context.Context, server netip.AddrPort, payload int) (*udpSource, error) {
+	if payload < udpHeader || payload > 1400 {
+		return nil, fmt.Errorf("perf: udp payload %d: use %d to 1400 bytes", payload, udpHeader)
 	}
 	var d net.Dialer
-	ctl, err := d.DialContext(ctx, "tcp", o.Server.String())
+	ctl, err := d.DialContext(ctx, "tcp", server.String())
 	if err != nil {
-		return UDPReport{}, fmt.Errorf("perf: udp source: control connection: %w", err)
+		return nil, fmt.Errorf("perf: udp source: control connection: %w", err)
 	}
-	defer ctl.Close()
-	stop := context.AfterFunc(ctx, func() { ctl.SetDeadline(time.Now()) })
+	conn, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(server))
+	if err != nil {
+		ctl.Close()
+		return nil, fmt.Errorf("perf: udp source: %w", err)
+	}
+	s := &udpSource{ctl: ctl, ctlr: bufio.NewReader(ctl), conn: conn, pc: ipv4.NewPacketConn(conn), payload: payload}
+	s.msgs = make([]ipv4.Message, udpBatch)
+	for i := range s.msgs {
+		s.msgs[i].Buffers = [][]byte{make([]byte, payload)}
+	}
+	return s, nil
+}
+
+func (s *udpSource) Close() error {
+	return errors.Join(s.conn.Close(), s.ctl.Close())
+}
+
+// trial offers datagrams at rate (0: as fast as the source can) for d,
+// waits for the tunnel to drain, and reads the sink's count.
+func (s *udpSource) trial(ctx context.Context, rate float64, d time.Duration) (UDPTrial, error) {
+	stop := context.AfterFunc(ctx, func() { s.ctl.SetDeadline(time.Now()) })
 	defer stop()
-	ctlr := bufio.NewReader(ctl)
 	var sid [8]byte
 	rand.Read(sid[:])
 	session := binary.BigEndian.Uint64(sid[:]) | 1
-	if err := ask(ctl, ctlr, fmt.Sprintf("start %x", session), "ok"); err != nil {
-		return UDPReport{}, err
+	if _, err := s.ask(fmt.Sprintf("start %x", session)); err != nil {
+		return UDPTrial{}, err
 	}
-	conn, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(o.Server))
+	for _, m := range s.msgs {
+		binary.BigEndian.PutUint64(m.Buffers[0][:8], session)
+	}
+	t, err := s.send(ctx, rate, d)
 	if err != nil {
-		return UDPReport{}, fmt.Errorf("perf: udp source: %w", err)
+		return UDPTrial{}, err
 	}
-	defer conn.Close()
-	r, err := blast(ctx, conn, session, o)
+	drained := time.Now()
+	last, quiet := int64(-1), drained
+	for {
+		n, err := s.askCount("count")
+		if err != nil {
+			return UDPTrial{}, err
+		}
+		now := time.Now()
+		if n != last {
+			last, quiet = n, now
+		}
+		if n >= t.Sent || now.Sub(quiet) >= udpDrainQuiet || now.Sub(drained) >= udpDrainMax {
+			break
+		}
+		if err := sleep(ctx, udpDrainPoll); err != nil {
+			return UDPTrial{}, err
+		}
+	}
+	n, err := s.askCount("stop")
 	if err != nil {
-		return UDPReport{}, err
+		return UDPTrial{}, err
 	}
-	if err := sleep(ctx, udpDrain); err != nil {
-		return UDPReport{}, err
-	}
-	ctl.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := fmt.Fprintln(ctl, "stop"); err != nil {
-		return UDPReport{}, fmt.Errorf("perf: udp source: control connection: %w", err)
-	}
-	line, err := ctlr.ReadString('\n')
-	if err != nil {
-		return UDPReport{}, fmt.Errorf("perf: udp source: no count from the sink: %w", err)
-	}
-	r.Received, err = strconv.ParseInt(strings.TrimSpace(line), 10, 64)
-	if err != nil {
-		return UDPReport{}, fmt.Errorf("perf: udp source: sink answered %q", strings.TrimSpace(line))
-	}
+	t.DrainSeconds = time.Since(drained).Seconds()
 	// The sink counts only the session's datagrams, but a duplicated one
 	// would count twice.
-	r.Received = min(r.Received, r.Sent)
-	return r, nil
+	t.Received = min(n, t.Sent)
+	return t, nil
 }
 
-// ask sends a control command and checks the sink's answer.
-func ask(c net.Conn, r *bufio.Reader, cmd, want string) error {
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := fmt.Fprintln(c, cmd); err != nil {
-		return fmt.Errorf("perf: udp source: control connection: %w", err)
+// ask sends a control command and returns the sink's answer.
+func (s *udpSource) ask(cmd string) (string, error) {
+	s.ctl.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := fmt.Fprintln(s.ctl, cmd); err != nil {
+		return "", fmt.Errorf("perf: udp source: control connection: %w", err)
 	}
-	line, err := r.ReadString('\n')
+	line, err := s.ctlr.ReadString('\n')
 	if err != nil {
-		return fmt.Errorf("perf: udp source: no answer to %q from the sink: %w", cmd, err)
+		return "", fmt.Errorf("perf: udp source: no answer to %q from the sink: %w", cmd, err)
 	}
-	if got := strings.TrimSpace(line); got != want {
-		return fmt.Errorf("perf: udp source: sink answered %q to %q", got, cmd)
+	got := strings.TrimSpace(line)
+	if strings.HasPrefix(got, "error") || cmd != "count" && cmd != "stop" && got != "ok" {
+		return "", fmt.Errorf("perf: udp source: sink answered %q to %q", got, cmd)
 	}
-	return nil
+	return got, nil
 }
 
-// blast sends batches of datagrams for o.Duration.
-func blast(ctx context.Context, conn *net.UDPConn, session uint64, o UDPSourceOptions) (UDPReport, error) {
-	pc := ipv4.NewPacketConn(conn)
-	msgs := make([]ipv4.Message, udpBatch)
-	for i := range msgs {
-		b := make([]byte, o.Payload)
-		binary.BigEndian.PutUint64(b[:8], session)
-		msgs[i].Buffers = [][]byte{b}
+// askCount sends "count" or "stop" and returns the count in the answer.
+func (s *udpSource) askCount(cmd string) (int64, error) {
+	a, err := s.ask(cmd)
+	if err != nil {
+		return 0, err
 	}
-	var r UDPReport
-	r.Payload = o.Payload
+	n, err := strconv.ParseInt(a, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("perf: udp source: sink answered %q to %q", a, cmd)
+	}
+	return n, nil
+}
+
+// send offers the session's datagrams for d, paced by a pacer against the
+// monotonic clock.
+func (s *udpSource) send(ctx context.Context, rate float64, d time.Duration) (UDPTrial, error) {
+	t := UDPTrial{Rate: rate}
+	p := newPacer(rate)
+	start := monotonic()
+	end := start + d.Nanoseconds()
 	var seq uint64
-	start := time.Now()
-	end := start.Add(o.Duration)
-	for i := 0; ; i++ {
-		// Reading the clock every few batches keeps it off the sending
-		// path's cost.
-		if i%16 == 0 {
-			now := time.Now()
-			if !now.Before(end) || ctx.Err() != nil {
-				break
-			}
-			if o.Rate > 0 {
-				if due := start.Add(time.Duration(float64(r.Sent+r.SendErrors) / o.Rate * float64(time.Second))); due.After(now) {
-					time.Sleep(due.Sub(now))
-				}
-			}
+	for {
+		now := monotonic()
+		if now >= end || ctx.Err() != nil {
+			t.Seconds = float64(now-start) / 1e9
+			break
 		}
+		n, wake := p.next(now-start, t.Sent+t.SendErrors)
+		if n == 0 {
+			sleepUntil(min(start+wake, end, now+udpMaxSleep.Nanoseconds()))
+			continue
+		}
+		msgs := s.msgs[:n]
 		for _, m := range msgs {
 			seq++
 			binary.BigEndian.PutUint64(m.Buffers[0][8:16], seq)
 		}
-		n, err := pc.WriteBatch(msgs, 0)
-		r.Sent += int64(n)
+		sent, err := s.pc.WriteBatch(msgs, 0)
+		t.Sent += int64(sent)
 		if err != nil {
 			// ECONNREFUSED reports an ICMP error for an earlier datagram;
 			// ENOBUFS a full queue. Both cost the datagram, not the run.
 			if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.EAGAIN) {
-				r.SendErrors += int64(max(1, len(msgs)-n))
+				t.SendErrors += int64(max(1, n-sent))
 				continue
 			}
-			return UDPReport{}, fmt.Errorf("perf: udp source: send: %w", err)
+			return UDPTrial{}, fmt.Errorf("perf: udp source: send: %w", err)
 		}
 	}
-	r.Seconds = time.Since(start).Seconds()
 	if ctx.Err() != nil {
-		return UDPReport{}, ctx.Err()
+		return UDPTrial{}, ctx.Err()
 	}
-	return r, nil
+	return t, nil
+}
+
+// A pacer spaces a source's datagrams: datagram i is due at i/rate
+// seconds from the start, and the source sends whatever is due in batches,
+// sleeping between them until a batch of about udpPaceInterval's worth is
+// due. Since it counts from the start, a late wake-up is made up at once
+// rather than lost. A zero rate sends full batches back to back.
+type pacer struct {
+	rate  float64 // datagrams per second; 0 unpaced
+	batch int64   // datagrams to wait for between sleeps
+}
+
+func newPacer(rate float64) pacer {
+	if rate <= 0 {
+		return pacer{batch: udpBatch}
+	}
+	b := int64(math.Ceil(rate * udpPaceInterval.Seconds()))
+	return pacer{rate: rate, batch: min(max(b, 1), udpBatch)}
+}
+
+// next returns how many datagrams to send at elapsed nanoseconds after
+// the start, sent of them already gone, and, when none is due, the
+// elapsed time to sleep until.
+func (p pacer) next(elapsed, sent int64) (n int, wake int64) {
+	if p.rate <= 0 {
+		return udpBatch, 0
+	}
+	due := int64(float64(elapsed)*p.rate/1e9) + 1 - sent
+	if due > 0 {
+		return int(min(due, udpBatch)), 0
+	}
+	// The first datagram of the next batch is datagram sent+batch-1.
+	return 0, int64(math.Ceil(float64(sent+p.batch-1) * 1e9 / p.rate))
+}
+
+// monotonic reads CLOCK_MONOTONIC in nanoseconds.
+func monotonic() int64 {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return ts.Nano()
+}
+
+// sleepUntil sleeps until CLOCK_MONOTONIC reaches t nanoseconds. An
+// absolute deadline does not drift with the time it takes to wake up, and
+// clock_nanosleep wakes within microseconds where the Go scheduler's
+// timers round short sleeps up to a millisecond.
+func sleepUntil(t int64) {
+	ts := unix.NsecToTimespec(t)
+	for unix.ClockNanosleep(unix.CLOCK_MONOTONIC, unix.TIMER_ABSTIME, &ts, nil) == unix.EINTR {
+	}
 }

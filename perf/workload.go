@@ -82,10 +82,12 @@ var AllWorkloads = []Workload{
 		Name:      WorkloadUDP,
 		Benchmark: BenchmarkThroughput,
 		Title:     "UDP 64 B, c1→c2",
-		Description: fmt.Sprintf("UDP datagrams of %d bytes of payload from the client pod to the server pod, sent in batches of %d with sendmmsg for the repetition's time, "+
-			"received in batches with recvmmsg; received and sent counted per second of sending, loss from the difference (`snorkel perf-pod udp-source`/`udp-sink`)", UDPPayload, udpBatch),
-		Metrics: []Metric{MetricRxPPS, MetricTxPPS, MetricLoss},
-		Primary: MetricRxPPS.Name,
+		Description: fmt.Sprintf("the highest rate of UDP datagrams of %d bytes of payload from the client pod to the server pod with at most %g%% lost, after RFC 2544: "+
+			"an unpaced probe bounds the rate (unless --udp-rate does), then trials of the run's duration/%d (%s to %s) at rates paced in batches of sendmmsg against the monotonic clock, "+
+			"doubling from the probe's received rate while they pass, then bisecting; at most %d trials with the probe; each trial waits for the datagrams still in the tunnel before counting; "+
+			"the sink receives in batches with recvmmsg (`snorkel perf-pod udp-search`/`udp-sink`)", UDPPayload, UDPMaxLoss, UDPMaxTrials, udpTrialMin, udpTrialMax, UDPMaxTrials),
+		Metrics: []Metric{MetricUDPRate, MetricLoss, MetricUDPAtBound, MetricUDPTrials, MetricUDPProbeRx},
+		Primary: MetricUDPRate.Name,
 		run:     runUDPWorkload,
 		rawExt:  "json",
 	},
@@ -168,16 +170,17 @@ func tcpWorkload(name string, flows int, reverse bool) Workload {
 }
 
 func runUDPWorkload(ctx context.Context, e runEnv) (map[string]float64, []byte, error) {
-	args := []string{"perf-pod", "udp-source", "--server", netip.AddrPortFrom(e.path.ServerAddr, udpPort).String(),
-		"--duration", e.duration.String(), "--payload", strconv.Itoa(UDPPayload)}
-	if e.udpRate > 0 {
-		args = append(args, "--rate", strconv.FormatFloat(e.udpRate, 'f', -1, 64))
-	}
-	out, err := runClient(ctx, e, args...)
+	trial := udpTrialTime(e.duration)
+	args := []string{"perf-pod", "udp-search", "--server", netip.AddrPortFrom(e.path.ServerAddr, udpPort).String(),
+		"--trial", trial.String(), "--payload", strconv.Itoa(UDPPayload),
+		"--bound", strconv.FormatFloat(e.udpRate, 'f', -1, 64)}
+	// Every trial sends, drains and talks to the sink; runClient adds
+	// its own margin for starting the client.
+	out, err := runClientFor(ctx, e, UDPMaxTrials*(trial+udpDrainMax+time.Second), args...)
 	if err != nil {
 		return nil, out, err
 	}
-	r, err := ParseUDPReport(out)
+	r, err := ParseUDPSearchReport(out)
 	if err != nil {
 		return nil, out, err
 	}
@@ -215,7 +218,12 @@ func runPingWorkload(ctx context.Context, e runEnv) (map[string]float64, []byte,
 // runClient runs a `snorkel perf-pod` client in the client pod and returns
 // its standard output, its report.
 func runClient(ctx context.Context, e runEnv, args ...string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, e.duration+30*time.Second)
+	return runClientFor(ctx, e, e.duration, args...)
+}
+
+// runClientFor is runClient for a client that runs for about d.
+func runClientFor(ctx context.Context, e runEnv, d time.Duration, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, d+30*time.Second)
 	defer cancel()
 	cmd := e.path.Client.Command(ctx, e.binary, args...)
 	var stderr strings.Builder

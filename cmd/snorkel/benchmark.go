@@ -26,7 +26,8 @@ const benchmarkUsage = `usage: snorkel benchmark throughput|latency|all [flags]
 Measures the data path between a pod of one cluster and a pod of another.
 
 throughput: iperf3 TCP with 1 and 10 parallel flows, each way, and the
-            packet rate of 64-byte UDP datagrams (sent against received).
+            highest rate of 64-byte UDP datagrams forwarded with at most
+            0.1% lost, searched by paced trials (RFC 2544; --udp-rate caps it).
 latency:    TCP request/response round trips (p50, p99, p99.9) and ping.
 all:        both.
 
@@ -79,7 +80,7 @@ func runBenchmark(args []string) error {
 	baselines := fs.String("baseline", "all", "baselines to measure, comma-separated: "+strings.Join(perf.BaselineNames, ", ")+", all, or none")
 	reps := fs.Int("reps", 3, "repetitions of each workload on each system")
 	duration := fs.Duration("duration", 10*time.Second, "traffic time of each measurement (whole seconds)")
-	udpRate := fs.Float64("udp-rate", 0, "datagrams per second of the UDP workload; 0 sends as fast as the source can")
+	udpRate := fs.Float64("udp-rate", 0, "highest rate, in datagrams per second, the UDP search tries; 0 takes it from an unpaced probe")
 	out := fs.String("out", "", "output directory (default perf/out/<UTC timestamp>)")
 	stateDir := fs.String("state-dir", perf.DefaultBenchStateDir, "where each system's lab state lives")
 	prefix := fs.String("prefix", perf.DefaultBenchPrefix, "prefix of every namespace name")

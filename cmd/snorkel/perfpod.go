@@ -16,7 +16,7 @@ import (
 	"github.com/snorkel-net/snorkel/perf"
 )
 
-const perfPodUsage = "usage: snorkel perf-pod rr-server|rr-client|udp-sink|udp-source [flags]"
+const perfPodUsage = "usage: snorkel perf-pod rr-server|rr-client|udp-sink|udp-search [flags]"
 
 // runPerfPod is `snorkel perf-pod`, the traffic tools the benchmark runs
 // inside pod namespaces. It is not meant to be run by hand. Clients print
@@ -76,19 +76,28 @@ func runPerfPod(args []string) error {
 		}
 		var s perf.UDPSink
 		return s.Serve(ctx, udp, ctl)
-	case "udp-source":
+	case "udp-search":
 		server := fs.String("server", "", "address:port of the udp-sink")
-		duration := fs.Duration("duration", 10*time.Second, "how long to send")
+		trial := fs.Duration("trial", time.Second, "how long each trial sends")
 		payload := fs.Int("payload", perf.UDPPayload, "bytes of payload per datagram")
-		rate := fs.Float64("rate", 0, "datagrams per second; 0 sends as fast as possible")
+		bound := fs.Float64("bound", 0, "highest rate to try, datagrams per second; 0 takes it from an unpaced probe")
+		maxLoss := fs.Float64("max-loss", perf.UDPMaxLoss, "loss in percent a passing trial may have")
+		maxTrials := fs.Int("max-trials", perf.UDPMaxTrials, "most trials, the probe included")
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
 		ap, err := netip.ParseAddrPort(*server)
 		if err != nil {
-			return fmt.Errorf("udp-source: --server: %w", err)
+			return fmt.Errorf("udp-search: --server: %w", err)
 		}
-		r, err := perf.RunUDPSource(ctx, perf.UDPSourceOptions{Server: ap, Duration: *duration, Payload: *payload, Rate: *rate})
+		if *maxLoss <= 0 || *maxLoss >= 100 {
+			return fmt.Errorf("udp-search: --max-loss %g: give a percentage in (0, 100)", *maxLoss)
+		}
+		if *maxTrials < 1 {
+			return fmt.Errorf("udp-search: --max-trials %d: give at least 1", *maxTrials)
+		}
+		r, err := perf.RunUDPSearch(ctx, perf.UDPSearchClientOptions{Server: ap, Trial: *trial, Payload: *payload,
+			UDPSearchOptions: perf.UDPSearchOptions{Bound: *bound, MaxLoss: *maxLoss, MaxTrials: *maxTrials}})
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,277 @@
+package perf
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+)
+
+// The UDP forwarding-rate search, after RFC 2544 section 26.1: a system's
+// UDP figure is the highest rate it forwards with at most a tolerated
+// loss, found by trials at offered rates the search picks. A source that
+// sends as fast as it can measures instead how a machine's CPUs were
+// shared among the source, the tunnel and the sink.
+//
+// Unless given a bound, the search first probes unpaced: the probe's sent
+// rate bounds the search (the source offers no more), and its received
+// rate is the first guess. From the guess it doubles while trials pass,
+// then bisects between the highest rate that passed and the lowest that
+// failed, until they are within udpSearchPrecision of each other or the
+// trials run out. The result is the rate the source really offered in the
+// highest trial that passed; a system that loses too much at every rate
+// tried has none.
+
+// Defaults of the search.
+const (
+	// UDPMaxLoss is the loss, in percent, a trial may have and pass.
+	UDPMaxLoss = 0.1
+	// UDPMaxTrials bounds the trials of one search, the probe included.
+	UDPMaxTrials = 8
+	// udpSearchPrecision ends the search when the highest passing and the
+	// lowest failing rate are this close, as a share of the latter.
+	udpSearchPrecision = 0.02
+	// Bounds of a trial's length (udpTrialTime).
+	udpTrialMin = 500 * time.Millisecond
+	udpTrialMax = 2 * time.Second
+)
+
+// Where a search's bound came from.
+const (
+	UDPBoundProbe = "probe"
+	UDPBoundFlag  = "udp-rate"
+)
+
+// udpTrialTime is the length of each trial for a run whose measurements
+// send for d: an eighth of it, so that a search of UDPMaxTrials trials
+// takes about as long as another workload's measurement, within
+// [udpTrialMin, udpTrialMax].
+func udpTrialTime(d time.Duration) time.Duration {
+	return min(max(d/UDPMaxTrials, udpTrialMin), udpTrialMax)
+}
+
+// UDPSearchOptions configures a search.
+type UDPSearchOptions struct {
+	// Bound is the highest rate to try, in datagrams per second; 0 takes
+	// it from an unpaced probe.
+	Bound float64
+	// MaxLoss is the loss in percent a passing trial may have; default
+	// UDPMaxLoss.
+	MaxLoss float64
+	// MaxTrials bounds the trials, the probe included; default
+	// UDPMaxTrials.
+	MaxTrials int
+}
+
+func (o *UDPSearchOptions) applyDefaults() {
+	if o.MaxLoss == 0 {
+		o.MaxLoss = UDPMaxLoss
+	}
+	if o.MaxTrials == 0 {
+		o.MaxTrials = UDPMaxTrials
+	}
+}
+
+// UDPSearchReport is what a search found; `snorkel perf-pod udp-search`
+// prints it as JSON.
+type UDPSearchReport struct {
+	Payload      int     `json:"payload"`
+	TrialSeconds float64 `json:"trialSeconds"`
+	MaxLoss      float64 `json:"maxLossPercent"`
+	MaxTrials    int     `json:"maxTrials"`
+	// Bound is the highest rate the search would try, and BoundFrom where
+	// it came from: UDPBoundProbe or UDPBoundFlag.
+	Bound     float64 `json:"bound"`
+	BoundFrom string  `json:"boundFrom"`
+	// Trials are every trial in the order they ran; a probe is the first,
+	// with rate 0.
+	Trials []UDPTrial `json:"trials"`
+	// Found is set when a trial passed; Rate is then the rate its source
+	// offered, in datagrams per second, and Loss its loss in percent.
+	Found bool    `json:"found"`
+	Rate  float64 `json:"rate"`
+	Loss  float64 `json:"loss"`
+	// AtBound is set when the trial at the bound passed: the source
+	// offered no more (or --udp-rate capped the search), so the system
+	// may forward more than Rate.
+	AtBound bool `json:"atBound,omitempty"`
+}
+
+// trialFunc runs one trial at a rate, 0 for unpaced.
+type trialFunc func(ctx context.Context, rate float64) (UDPTrial, error)
+
+// searchRate runs the search with trial; on an error it returns the
+// trials until then with it.
+func searchRate(ctx context.Context, o UDPSearchOptions, trial trialFunc) (UDPSearchReport, error) {
+	o.applyDefaults()
+	r := UDPSearchReport{MaxLoss: o.MaxLoss, MaxTrials: o.MaxTrials, Bound: o.Bound, BoundFrom: UDPBoundFlag}
+	pass := func(t UDPTrial) bool { return t.Sent > 0 && t.Loss() <= o.MaxLoss }
+	run := func(rate float64) (UDPTrial, error) {
+		t, err := trial(ctx, rate)
+		if err != nil {
+			return t, fmt.Errorf("perf: udp search: trial at %.0f/s: %w", rate, err)
+		}
+		r.Trials = append(r.Trials, t)
+		return t, nil
+	}
+	// lo passed (0 stands for nothing tried), hi failed or is the bound.
+	var lo, hi, next float64
+	var best UDPTrial
+	if o.Bound > 0 {
+		hi, next = o.Bound, o.Bound
+	} else {
+		r.BoundFrom = UDPBoundProbe
+		p, err := run(0)
+		if err != nil {
+			return r, err
+		}
+		r.Bound, hi = p.Offered(), p.Offered()
+		if pass(p) {
+			// The tunnel kept up with the source; no paced trial can
+			// offer more.
+			r.Found, r.Rate, r.Loss, r.AtBound = true, p.Offered(), p.Loss(), true
+			return r, nil
+		}
+		next = p.ReceivedRate()
+		if next <= 0 || next >= hi {
+			next = hi / 2
+		}
+	}
+	climbing := o.Bound <= 0
+	for len(r.Trials) < o.MaxTrials && hi > 0 {
+		t, err := run(next)
+		if err != nil {
+			return r, err
+		}
+		if pass(t) {
+			lo, best = next, t
+		} else {
+			hi, climbing = next, false
+		}
+		if hi-lo <= udpSearchPrecision*hi {
+			break
+		}
+		next = (lo + hi) / 2
+		if climbing {
+			next = min(2*lo, hi)
+			if next == hi {
+				climbing = false
+				next = (lo + hi) / 2
+			}
+		}
+	}
+	if best.Sent > 0 {
+		r.Found, r.Rate, r.Loss, r.AtBound = true, best.Offered(), best.Loss(), best.Rate == o.Bound
+	}
+	return r, nil
+}
+
+// UDPSearchClientOptions configures RunUDPSearch.
+type UDPSearchClientOptions struct {
+	Server netip.AddrPort
+	// Trial is the length of each trial.
+	Trial time.Duration
+	// Payload is the datagram payload size, at least 16; default
+	// UDPPayload.
+	Payload int
+	UDPSearchOptions
+}
+
+// RunUDPSearch finds the highest rate at which datagrams reach a UDPSink
+// at o.Server with at most o.MaxLoss percent lost.
+func RunUDPSearch(ctx context.Context, o UDPSearchClientOptions) (UDPSearchReport, error) {
+	if o.Payload == 0 {
+		o.Payload = UDPPayload
+	}
+	if o.Trial <= 0 {
+		return UDPSearchReport{}, fmt.Errorf("perf: udp search: trial time %s: give a positive time", o.Trial)
+	}
+	if o.Bound < 0 {
+		return UDPSearchReport{}, fmt.Errorf("perf: udp search: bound %g: give datagrams per second, or 0 to probe", o.Bound)
+	}
+	src, err := dialUDPSource(ctx, o.Server, o.Payload)
+	if err != nil {
+		return UDPSearchReport{}, err
+	}
+	defer src.Close()
+	r, err := searchRate(ctx, o.UDPSearchOptions, func(ctx context.Context, rate float64) (UDPTrial, error) {
+		return src.trial(ctx, rate, o.Trial)
+	})
+	r.Payload, r.TrialSeconds = o.Payload, o.Trial.Seconds()
+	return r, err
+}
+
+// ParseUDPSearchReport reads a search's JSON report and checks that it
+// holds together.
+func ParseUDPSearchReport(b []byte) (UDPSearchReport, error) {
+	var r UDPSearchReport
+	if err := json.Unmarshal(b, &r); err != nil {
+		return UDPSearchReport{}, fmt.Errorf("perf: udp search report: %w", err)
+	}
+	if err := r.check(); err != nil {
+		return UDPSearchReport{}, fmt.Errorf("perf: udp search report: %w", err)
+	}
+	return r, nil
+}
+
+func (r UDPSearchReport) check() error {
+	if len(r.Trials) == 0 {
+		return errors.New("no trials")
+	}
+	if r.MaxTrials > 0 && len(r.Trials) > r.MaxTrials {
+		return fmt.Errorf("%d trials, more than the %d allowed", len(r.Trials), r.MaxTrials)
+	}
+	if r.MaxLoss < 0 || r.MaxLoss >= 100 {
+		return fmt.Errorf("tolerated loss %g%%", r.MaxLoss)
+	}
+	var passed []UDPTrial
+	for i, t := range r.Trials {
+		if t.Seconds <= 0 || t.Sent < 0 || t.SendErrors < 0 || t.Rate < 0 {
+			return fmt.Errorf("trial %d: %d sent in %gs at %g/s", i+1, t.Sent, t.Seconds, t.Rate)
+		}
+		if t.Received < 0 || t.Received > t.Sent {
+			return fmt.Errorf("trial %d: %d received of %d sent", i+1, t.Received, t.Sent)
+		}
+		if t.Sent > 0 && t.Loss() <= r.MaxLoss {
+			passed = append(passed, t)
+		}
+	}
+	if r.AtBound && (!r.Found || r.Trials[0].Rate != 0 && r.Trials[0].Rate != r.Bound) {
+		return fmt.Errorf("at the bound %g/s, but found %v after a first trial at %g/s", r.Bound, r.Found, r.Trials[0].Rate)
+	}
+	if !r.Found {
+		if len(passed) > 0 {
+			return fmt.Errorf("found nothing, but a trial at %.0f/s lost %.3f%%", passed[0].Offered(), passed[0].Loss())
+		}
+		return nil
+	}
+	for _, t := range passed {
+		if t.Offered() == r.Rate && t.Loss() == r.Loss {
+			return nil
+		}
+	}
+	return fmt.Errorf("rate %g/s with %g%% lost is no passing trial's", r.Rate, r.Loss)
+}
+
+// Values returns the UDP workload's metrics: the rate found and the loss
+// at it (a rate of 0 when no trial passed), whether it is the search's
+// bound, the trials it took, and the received rate of the unpaced probe
+// when there was one.
+func (r UDPSearchReport) Values() map[string]float64 {
+	v := map[string]float64{
+		MetricUDPRate.Name:   r.Rate,
+		MetricUDPTrials.Name: float64(len(r.Trials)),
+	}
+	if r.Found {
+		v[MetricLoss.Name] = r.Loss
+	}
+	if r.AtBound {
+		v[MetricUDPAtBound.Name] = 1
+	}
+	if r.BoundFrom == UDPBoundProbe && len(r.Trials) > 0 {
+		v[MetricUDPProbeRx.Name] = r.Trials[0].ReceivedRate()
+	}
+	return v
+}
