@@ -20,9 +20,12 @@ import (
 // rate is the first guess. From the guess it doubles while trials pass,
 // then bisects between the highest rate that passed and the lowest that
 // failed, until they are within udpSearchPrecision of each other or the
-// trials run out. The result is the rate the source really offered in the
-// highest trial that passed; a system that loses too much at every rate
-// tried has none.
+// trials run out. A trial passes when it lost at most the tolerated share
+// and its source offered the rate asked for: a source that fell short
+// (left without CPU by the tunnel it measures, on a small machine) did
+// not test that rate. The result is the highest rate a source really
+// offered in a trial that lost at most the tolerated share; a system that
+// loses too much at every rate tried has none.
 
 // Defaults of the search.
 const (
@@ -33,6 +36,9 @@ const (
 	// udpSearchPrecision ends the search when the highest passing and the
 	// lowest failing rate are this close, as a share of the latter.
 	udpSearchPrecision = 0.02
+	// udpOfferedShare is the share of the rate asked for that a paced
+	// source must offer for its trial to test that rate.
+	udpOfferedShare = 0.95
 	// Bounds of a trial's length (udpTrialTime).
 	udpTrialMin = 500 * time.Millisecond
 	udpTrialMax = 2 * time.Second
@@ -107,7 +113,7 @@ type trialFunc func(ctx context.Context, rate float64) (UDPTrial, error)
 func searchRate(ctx context.Context, o UDPSearchOptions, trial trialFunc) (UDPSearchReport, error) {
 	o.applyDefaults()
 	r := UDPSearchReport{MaxLoss: o.MaxLoss, MaxTrials: o.MaxTrials, Bound: o.Bound, BoundFrom: UDPBoundFlag}
-	pass := func(t UDPTrial) bool { return t.Sent > 0 && t.Loss() <= o.MaxLoss }
+	pass := func(t UDPTrial) bool { return t.lossWithin(o.MaxLoss) && t.reached() }
 	run := func(rate float64) (UDPTrial, error) {
 		t, err := trial(ctx, rate)
 		if err != nil {
@@ -118,7 +124,6 @@ func searchRate(ctx context.Context, o UDPSearchOptions, trial trialFunc) (UDPSe
 	}
 	// lo passed (0 stands for nothing tried), hi failed or is the bound.
 	var lo, hi, next float64
-	var best UDPTrial
 	if o.Bound > 0 {
 		hi, next = o.Bound, o.Bound
 	} else {
@@ -146,7 +151,7 @@ func searchRate(ctx context.Context, o UDPSearchOptions, trial trialFunc) (UDPSe
 			return r, err
 		}
 		if pass(t) {
-			lo, best = next, t
+			lo = next
 		} else {
 			hi, climbing = next, false
 		}
@@ -162,10 +167,31 @@ func searchRate(ctx context.Context, o UDPSearchOptions, trial trialFunc) (UDPSe
 			}
 		}
 	}
-	if best.Sent > 0 {
-		r.Found, r.Rate, r.Loss, r.AtBound = true, best.Offered(), best.Loss(), best.Rate == o.Bound
+	if best, ok := bestTrial(r.Trials, o.MaxLoss); ok {
+		r.Found, r.Rate, r.Loss, r.AtBound = true, best.Offered(), best.Loss(), best.Rate == o.Bound && best.reached()
 	}
 	return r, nil
+}
+
+// lossWithin reports whether the trial sent and lost at most maxLoss
+// percent.
+func (t UDPTrial) lossWithin(maxLoss float64) bool { return t.Sent > 0 && t.Loss() <= maxLoss }
+
+// reached reports whether the source offered the rate asked for; an
+// unpaced trial asks for none.
+func (t UDPTrial) reached() bool { return t.Rate == 0 || t.Offered() >= udpOfferedShare*t.Rate }
+
+// bestTrial returns the trial that offered the highest rate and lost at
+// most maxLoss percent, if any did.
+func bestTrial(trials []UDPTrial, maxLoss float64) (UDPTrial, bool) {
+	var best UDPTrial
+	ok := false
+	for _, t := range trials {
+		if t.lossWithin(maxLoss) && (!ok || t.Offered() > best.Offered()) {
+			best, ok = t, true
+		}
+	}
+	return best, ok
 }
 
 // UDPSearchClientOptions configures RunUDPSearch.
@@ -226,7 +252,6 @@ func (r UDPSearchReport) check() error {
 	if r.MaxLoss < 0 || r.MaxLoss >= 100 {
 		return fmt.Errorf("tolerated loss %g%%", r.MaxLoss)
 	}
-	var passed []UDPTrial
 	for i, t := range r.Trials {
 		if t.Seconds <= 0 || t.Sent < 0 || t.SendErrors < 0 || t.Rate < 0 {
 			return fmt.Errorf("trial %d: %d sent in %gs at %g/s", i+1, t.Sent, t.Seconds, t.Rate)
@@ -234,25 +259,20 @@ func (r UDPSearchReport) check() error {
 		if t.Received < 0 || t.Received > t.Sent {
 			return fmt.Errorf("trial %d: %d received of %d sent", i+1, t.Received, t.Sent)
 		}
-		if t.Sent > 0 && t.Loss() <= r.MaxLoss {
-			passed = append(passed, t)
-		}
 	}
 	if r.AtBound && (!r.Found || r.Trials[0].Rate != 0 && r.Trials[0].Rate != r.Bound) {
 		return fmt.Errorf("at the bound %g/s, but found %v after a first trial at %g/s", r.Bound, r.Found, r.Trials[0].Rate)
 	}
-	if !r.Found {
-		if len(passed) > 0 {
-			return fmt.Errorf("found nothing, but a trial at %.0f/s lost %.3f%%", passed[0].Offered(), passed[0].Loss())
-		}
-		return nil
+	best, ok := bestTrial(r.Trials, r.MaxLoss)
+	switch {
+	case !r.Found && ok:
+		return fmt.Errorf("found nothing, but a trial at %.0f/s lost %.3f%%", best.Offered(), best.Loss())
+	case r.Found && !ok:
+		return fmt.Errorf("rate %g/s found, but every trial lost more than %g%%", r.Rate, r.MaxLoss)
+	case r.Found && (best.Offered() != r.Rate || best.Loss() != r.Loss):
+		return fmt.Errorf("rate %g/s with %g%% lost, but the best trial offered %g/s with %g%% lost", r.Rate, r.Loss, best.Offered(), best.Loss())
 	}
-	for _, t := range passed {
-		if t.Offered() == r.Rate && t.Loss() == r.Loss {
-			return nil
-		}
-	}
-	return fmt.Errorf("rate %g/s with %g%% lost is no passing trial's", r.Rate, r.Loss)
+	return nil
 }
 
 // Values returns the UDP workload's metrics: the rate found and the loss

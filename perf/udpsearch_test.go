@@ -23,7 +23,10 @@ type fakeTunnel struct {
 	// takes CPU from the tunnel, so less than capacity.
 	probeRx int64
 	lossAt  func(rate float64) float64 // percent
-	rates   []float64
+	// sourceMax, if set, is the most a paced source offers: the tunnel
+	// leaves it no more CPU.
+	sourceMax float64
+	rates     []float64
 }
 
 func (f *fakeTunnel) trial(_ context.Context, rate float64) (UDPTrial, error) {
@@ -32,7 +35,11 @@ func (f *fakeTunnel) trial(_ context.Context, rate float64) (UDPTrial, error) {
 	if rate == 0 {
 		return UDPTrial{Sent: f.probeSent * secs, Received: f.probeRx * secs, Seconds: secs}, nil
 	}
-	sent := int64(math.Round(rate * secs))
+	offered := rate
+	if f.sourceMax > 0 {
+		offered = min(rate, f.sourceMax)
+	}
+	sent := int64(math.Round(offered * secs))
 	rx := min(float64(sent), f.capacity*secs)
 	if f.lossAt != nil {
 		rx *= 1 - f.lossAt(rate)/100
@@ -114,6 +121,9 @@ func TestUDPSearchStaysWithinItsTrials(t *testing.T) {
 		probe := int64(1000 + rng.IntN(1000000))
 		f := &fakeTunnel{capacity: float64(rng.IntN(int(probe) * 2)), probeSent: probe, probeRx: int64(rng.IntN(int(probe)))}
 		if rng.IntN(4) == 0 {
+			f.sourceMax = float64(1 + rng.IntN(int(probe)))
+		}
+		if rng.IntN(4) == 0 {
 			// A noisy tunnel, whose loss is not monotonic in the rate.
 			f.lossAt = func(float64) float64 { return rng.Float64() * 0.2 }
 		}
@@ -192,6 +202,26 @@ func TestUDPSearchOfATunnelThatKeepsUpWithTheSourceEndsAfterTheProbe(t *testing.
 	}
 	if !r.Found || !r.AtBound || r.Rate != 30000 || len(r.Trials) != 1 {
 		t.Errorf("%+v: want the probe's rate, at the bound, after the probe alone", r)
+	}
+	if err := r.check(); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestUDPSearchCountsARateTheSourceFellShortOfAsNotPassed(t *testing.T) {
+	// The tunnel loses nothing, but leaves the source CPU for 20000/s
+	// only: 50000/s and 25000/s were never offered, and the highest rate
+	// that really was is the result.
+	f := &fakeTunnel{capacity: 1e9, sourceMax: 20000}
+	r, err := searchRate(t.Context(), UDPSearchOptions{Bound: 50000}, f.trial)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Found || r.AtBound || r.Rate != 20000 {
+		t.Errorf("%.0f/s (at bound %v) after rates %.0f; want 20000/s, not at the bound", r.Rate, r.AtBound, f.rates)
+	}
+	if len(f.rates) < 3 || f.rates[1] >= f.rates[0] || f.rates[2] >= f.rates[1] {
+		t.Errorf("rates tried %.0f: want each short trial to count as failed, and the search to go down", f.rates)
 	}
 	if err := r.check(); err != nil {
 		t.Error(err)

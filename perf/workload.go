@@ -85,7 +85,8 @@ var AllWorkloads = []Workload{
 		Description: fmt.Sprintf("the highest rate of UDP datagrams of %d bytes of payload from the client pod to the server pod with at most %g%% lost, after RFC 2544: "+
 			"an unpaced probe bounds the rate (unless --udp-rate does), then trials of the run's duration/%d (%s to %s) at rates paced in batches of sendmmsg against the monotonic clock, "+
 			"doubling from the probe's received rate while they pass, then bisecting; at most %d trials with the probe; each trial waits for the datagrams still in the tunnel before counting; "+
-			"the sink receives in batches with recvmmsg (`snorkel perf-pod udp-search`/`udp-sink`)", UDPPayload, UDPMaxLoss, UDPMaxTrials, udpTrialMin, udpTrialMax, UDPMaxTrials),
+			"a trial passes when it lost at most %g%% and its source offered at least %.0f%% of the rate asked for; the figure is the highest rate a source really offered in a trial within the loss; "+
+			"the sink receives in batches with recvmmsg (`snorkel perf-pod udp-search`/`udp-sink`)", UDPPayload, UDPMaxLoss, UDPMaxTrials, udpTrialMin, udpTrialMax, UDPMaxTrials, UDPMaxLoss, 100*udpOfferedShare),
 		Metrics: []Metric{MetricUDPRate, MetricLoss, MetricUDPAtBound, MetricUDPTrials, MetricUDPProbeRx},
 		Primary: MetricUDPRate.Name,
 		run:     runUDPWorkload,
