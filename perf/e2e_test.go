@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,6 +43,7 @@ func TestBenchmarkEndToEnd(t *testing.T) {
 		Prefix:     prefix,
 		Binary:     bin,
 		IdleWait:   -1,
+		PerfStat:   true,
 		Command:    "go test -run TestBenchmarkEndToEnd",
 		Progress:   testWriter{t},
 	})
@@ -103,6 +106,30 @@ func TestBenchmarkEndToEnd(t *testing.T) {
 	}
 	if len(back.Comparisons) != 5 || back.Comparisons[0].Baseline != "veth" || back.Comparisons[0].Ratio <= 0 {
 		t.Errorf("comparisons %+v, want snorkel-wireguard against veth on each throughput workload", back.Comparisons)
+	}
+	_, perfErr := exec.LookPath("perf")
+	for _, m := range back.Runs {
+		if m.Workload != WorkloadTCP1 {
+			if m.PerfStat != nil {
+				t.Errorf("%s %s: perf stat outside the single-flow run", m.System, m.Workload)
+			}
+			continue
+		}
+		want := map[string]string{"snorkel-wireguard": PerfScopeProcesses, "veth": PerfScopeHost}[m.System]
+		switch ps := m.PerfStat; {
+		case ps == nil:
+			t.Errorf("%s: no perf stat", m.System)
+		case perfErr != nil:
+			if !strings.Contains(ps.Error, "not installed") {
+				t.Errorf("%s: perf missing, and perf stat says %q", m.System, ps.Error)
+			}
+		case ps.Error != "" || ps.Scope != want || ps.Raw == "":
+			t.Errorf("%s: perf stat %+v, want counters of the %s and the raw output", m.System, ps, want)
+		default:
+			if _, ok := m.Values[MetricCtxSwitchesPerGB.Name]; !ok {
+				t.Errorf("%s: no context switches per GB in %v", m.System, m.Values)
+			}
+		}
 	}
 	for _, f := range append([]string{"report.md"}, back.Plots...) {
 		b, err := os.ReadFile(filepath.Join(out, f))

@@ -39,12 +39,30 @@ func measure(ctx context.Context, o Options, s System, w Workload, rep, order in
 		go profile(ctx, pr, o.Duration, profc)
 	}
 
+	var stat *perfStatRun
+	var statErr error
+	if o.PerfStat && w.Name == WorkloadTCP1 {
+		stat, statErr = startPerfStat(ctx, procs)
+	}
+
 	host0, herr := readHostCPU()
 	m.Start = time.Now().UTC()
 	t0 := time.Now()
 	values, out, runErr := w.run(ctx, runEnv{path: s.Path(), duration: o.Duration, binary: o.Binary, udpRate: o.UDPRate})
 	elapsed := time.Since(t0)
 	host1, herr1 := readHostCPU()
+	var ps *PerfStat
+	switch {
+	case statErr != nil:
+		ps = &PerfStat{Scope: PerfScopeProcesses, Error: statErr.Error()}
+		if len(procs) == 0 {
+			ps.Scope = PerfScopeHost
+		}
+	case stat != nil && ctx.Err() != nil:
+		stat.kill()
+	case stat != nil:
+		ps = stat.stop(o.OutDir, filepath.Join("perfstat", fmt.Sprintf("%s-%s-rep%d.txt", name, w.Name, rep)))
+	}
 	m.Seconds = elapsed.Seconds()
 	for i, p := range procs {
 		t1, err := processTicks(p.PID)
@@ -69,10 +87,14 @@ func measure(ctx context.Context, o Options, s System, w Workload, rep, order in
 	}
 	if runErr != nil {
 		m.Error = runErr.Error()
+		m.PerfStat = ps
 		return m, nil
 	}
 	m.Values = values
 	m.addCost()
+	if ps != nil {
+		m.addPerfStat(ps, elapsed.Seconds())
+	}
 	if herr == nil && herr1 == nil {
 		m.Values[MetricHostBusy.Name] = host1.busySince(host0)
 	}
@@ -156,8 +178,14 @@ func (m Measurement) progressLine(w Workload) string {
 		s += fmt.Sprintf(", %.2f CPU s/Gb", c)
 	}
 	s += fmt.Sprintf(", host %.0f%% busy (before %.0f%%)", v[MetricHostBusy.Name], m.IdleBefore)
+	if c, ok := v[MetricCtxSwitchesPerGB.Name]; ok {
+		s += fmt.Sprintf(", %.0f context switches/GB (%s)", c, m.PerfStat.Scope)
+	}
 	if m.ProfileError != "" {
 		s += "; profile failed: " + m.ProfileError
+	}
+	if m.PerfStat != nil && m.PerfStat.Error != "" {
+		s += "; " + m.PerfStat.Error
 	}
 	return s
 }

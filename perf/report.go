@@ -108,7 +108,107 @@ func (r *Results) tables() []table {
 			out = append(out, t)
 		}
 	}
+	if t, ok := r.perfStatTable(); ok {
+		out = append(out, t)
+	}
 	return out
+}
+
+// perfStatTable summarises perf stat's counters of the single-flow TCP
+// workload per system, with a column per counter some system had, and
+// says why a system has none.
+func (r *Results) perfStatTable() (table, bool) {
+	type stats struct {
+		scope       string
+		errs        []string
+		unsupported []string
+	}
+	per := map[string]*stats{}
+	any := false
+	for _, m := range r.Runs {
+		if m.Workload != WorkloadTCP1 || m.PerfStat == nil {
+			continue
+		}
+		any = true
+		st := per[m.System]
+		if st == nil {
+			st = &stats{}
+			per[m.System] = st
+		}
+		if m.PerfStat.Scope != "" {
+			st.scope = m.PerfStat.Scope
+		}
+		if e := m.PerfStat.Error; e != "" && !slices.Contains(st.errs, e) {
+			st.errs = append(st.errs, e)
+		}
+		for _, u := range m.PerfStat.Unsupported {
+			if !slices.Contains(st.unsupported, u) {
+				st.unsupported = append(st.unsupported, u)
+			}
+		}
+	}
+	if !any {
+		return table{}, false
+	}
+	cols := []struct {
+		metric Metric
+		head   string
+		format string
+	}{
+		{MetricPerfCPUPerGbit, "CPU s/Gb (task-clock)", "%.2f"},
+		{MetricCtxSwitchesPerGB, "context switches/GB", "%.0f"},
+		{MetricMigrationsPerGB, "CPU migrations/GB", "%.0f"},
+		{MetricPageFaultsPerGB, "page faults/GB", "%.0f"},
+		{MetricInstructionsPerByte, "instructions/B", "%.1f"},
+		{MetricCyclesPerByte, "cycles/B", "%.1f"},
+	}
+	t := table{title: "Counters (perf stat)", head: []string{"system", "counted on"}}
+	var shown []int
+	for i, c := range cols {
+		for _, s := range r.Systems {
+			if sm, ok := r.Summary(s.Name, WorkloadTCP1, c.metric.Name); ok && sm.N > 0 {
+				shown = append(shown, i)
+				t.head = append(t.head, c.head)
+				break
+			}
+		}
+	}
+	var notes []string
+	var unsupported []string
+	for _, s := range r.Systems {
+		st := per[s.Name]
+		if st == nil {
+			continue
+		}
+		scope := st.scope
+		if scope == PerfScopeHost {
+			scope += " (not attributable)"
+		}
+		row := []string{s.Name, scope}
+		for _, i := range shown {
+			row = append(row, r.cell(s.Name, WorkloadTCP1, cols[i].metric.Name, 1, cols[i].format, true))
+		}
+		t.rows = append(t.rows, row)
+		for _, e := range st.errs {
+			notes = append(notes, fmt.Sprintf("%s: %s.", s.Name, e))
+		}
+		for _, u := range st.unsupported {
+			if !slices.Contains(unsupported, u) {
+				unsupported = append(unsupported, u)
+			}
+		}
+	}
+	t.note = fmt.Sprintf("Counted by perf stat during the single-flow run (%s), per byte of TCP payload delivered, median (min–max). "+
+		"%q is every process of the tunnel on both gateway nodes, each attached by PID; %q is every CPU, for a system the kernel carries, and counts the traffic tools and the harness too. "+
+		"Raw output in perfstat/.", r.workloadTitle(WorkloadTCP1), PerfScopeProcesses, PerfScopeHost)
+	if len(unsupported) > 0 {
+		slices.Sort(unsupported)
+		t.note += fmt.Sprintf(" Not supported on this machine (no hardware counters): %s.", strings.Join(unsupported, ", "))
+	}
+	if len(notes) > 0 {
+		t.note += " No counters: " + strings.Join(notes, " ")
+	}
+	return t, true
 }
 
 // cell formats a summary: the median scaled and formatted, with the range

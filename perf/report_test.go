@@ -292,3 +292,102 @@ func TestAxisTicksReadAsAPersonWritesThem(t *testing.T) {
 		}
 	}
 }
+
+func TestReportsShowTheUDPRateFoundAndTheLossAtIt(t *testing.T) {
+	udp, _ := workloadNamed(WorkloadUDP)
+	r := &Results{
+		Benchmark: BenchmarkThroughput,
+		Settings:  Settings{Reps: 1, DurationSec: 2, UDPMaxLoss: UDPMaxLoss},
+		Workloads: []Workload{udp},
+		Systems: []SystemInfo{
+			{Name: "snorkel-vxlan", Kind: KindSnorkel, Transport: "vxlan"},
+			{Name: "kernel-vxlan", Kind: KindBaseline, KernelDataPath: true},
+			{Name: "lossy", Kind: KindBaseline},
+		},
+	}
+	for _, rep := range []struct {
+		sys    string
+		report UDPSearchReport
+	}{
+		{"snorkel-vxlan", UDPSearchReport{BoundFrom: UDPBoundProbe, Found: true, Rate: 21563, Loss: 0.02,
+			Trials: []UDPTrial{{Sent: 71680, Received: 22286, Seconds: 0.5}, {Rate: 21563, Sent: 10782, Received: 10780, Seconds: 0.5}}}},
+		{"kernel-vxlan", UDPSearchReport{BoundFrom: UDPBoundProbe, Found: true, AtBound: true, Rate: 30563,
+			Trials: []UDPTrial{{Sent: 15282, Received: 15282, Seconds: 0.5}}}},
+		{"lossy", UDPSearchReport{BoundFrom: UDPBoundFlag, Bound: 1000, Trials: []UDPTrial{{Rate: 1000, Sent: 1000, Received: 900, Seconds: 1}}}},
+	} {
+		r.Runs = append(r.Runs, Measurement{System: rep.sys, Workload: WorkloadUDP, Rep: 1, Order: len(r.Runs) + 1, Values: rep.report.Values()})
+	}
+	r.summarize()
+	dir := t.TempDir()
+	plots, err := r.WritePlots(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Plots = plots
+	if err := r.WriteMarkdown(dir); err != nil {
+		t.Fatal(err)
+	}
+	md, _ := os.ReadFile(filepath.Join(dir, "report.md"))
+	for _, want := range []string{"UDP 64 B, kpps at ≤ 0.1% loss (loss at it)",
+		"| snorkel-vxlan | 21.6, 0.020% lost |", "| kernel-vxlan | ≥ 30.6, 0.000% lost |", "| lossy | 0.0 |",
+		"21.6 kpps at 0.020% loss, 2 trials (unpaced probe: 44.6 kpps received)", "every rate tried lost more than tolerated, 1 trials"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("report.md lacks %q:\n%s", want, md)
+		}
+	}
+	svg, err := os.ReadFile(filepath.Join(dir, "udp.svg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"21.6, 0.020% lost", "≥ 30.6, 0.000% lost", "none with ≤ 0.1% lost", "highest rate with ≤ 0.1% loss"} {
+		if !strings.Contains(string(svg), want) {
+			t.Errorf("udp.svg lacks %q", want)
+		}
+	}
+}
+
+func workloadNamed(name string) (Workload, bool) {
+	for _, w := range AllWorkloads {
+		if w.Name == name {
+			return w, true
+		}
+	}
+	return Workload{}, false
+}
+
+func TestReportsSummarisePerfStatPerSystemAndSayWhyOneHasNone(t *testing.T) {
+	r := sampleResults()
+	for i := range r.Runs {
+		m := &r.Runs[i]
+		if m.Workload != WorkloadTCP1 || m.Error != "" {
+			continue
+		}
+		switch m.System {
+		case "snorkel-wireguard":
+			m.addPerfStat(&PerfStat{Scope: PerfScopeProcesses, Counters: map[string]float64{"task-clock": 15000, "context-switches": 2e5}, Unsupported: []string{"cycles", "instructions"}}, 10)
+		case "veth":
+			m.addPerfStat(&PerfStat{Scope: PerfScopeHost, Counters: map[string]float64{"task-clock": 20000, "context-switches": 1e5}}, 10)
+		case "wireguard-go":
+			m.addPerfStat(&PerfStat{Scope: PerfScopeProcesses, Error: "perf stat for wireguard-go-c1 (pid 12): no counters in perf's output: Problems finding threads of monitor"}, 10)
+		}
+	}
+	r.summarize()
+	var term strings.Builder
+	if err := r.WriteTable(&term); err != nil {
+		t.Fatal(err)
+	}
+	// snorkel-wireguard: 2e4 switches a second over 1.7 to 1.9 Gb/s.
+	for _, want := range []string{"Counters (perf stat)", "context switches/GB", "CPU s/Gb (task-clock)", "whole host (not attributable)",
+		"88889 (84211–94118)", "Not supported on this machine (no hardware counters): cycles, instructions.",
+		"wireguard-go: perf stat for wireguard-go-c1 (pid 12): no counters"} {
+		if !strings.Contains(term.String(), want) {
+			t.Errorf("terminal table lacks %q:\n%s", want, term.String())
+		}
+	}
+	if strings.Contains(term.String(), "instructions/B") {
+		t.Errorf("a column for instructions, which no system counted:\n%s", term.String())
+	}
+	if _, ok := sampleResults().perfStatTable(); ok {
+		t.Error("a perf stat table for a run without perf stat")
+	}
+}

@@ -55,8 +55,28 @@ var (
 		"CPU busy on the whole host during the measurement, from /proc/stat", false}
 )
 
-// costMetrics are recorded by the harness around every workload.
-var costMetrics = []Metric{MetricTunnelCPU, MetricCPUPerGbit, MetricPeakRSS, MetricHostBusy}
+// The metrics of `perf stat` (Options.PerfStat), per byte of TCP payload
+// delivered; of the tunnel processes, or of the whole host where the
+// kernel carries the traffic (Measurement.PerfStat.Scope says which).
+var (
+	MetricPerfCPUPerGbit = Metric{"perf_cpu_per_gbit", "CPU s/Gbit",
+		"CPU seconds counted by perf stat's task-clock per gigabit of TCP payload delivered", false}
+	MetricCtxSwitchesPerGB = Metric{"ctx_switches_per_gb", "1/GB",
+		"context switches (perf stat) per gigabyte of TCP payload delivered", false}
+	MetricMigrationsPerGB = Metric{"cpu_migrations_per_gb", "1/GB",
+		"moves of a thread from one CPU to another (perf stat) per gigabyte of TCP payload delivered", false}
+	MetricPageFaultsPerGB = Metric{"page_faults_per_gb", "1/GB",
+		"page faults (perf stat) per gigabyte of TCP payload delivered", false}
+	MetricInstructionsPerByte = Metric{"instructions_per_byte", "1/B",
+		"instructions retired (perf stat, needs a hardware PMU) per byte of TCP payload delivered", false}
+	MetricCyclesPerByte = Metric{"cycles_per_byte", "1/B",
+		"CPU cycles (perf stat, needs a hardware PMU) per byte of TCP payload delivered", false}
+)
+
+// costMetrics are recorded by the harness around every workload, the
+// perf stat ones where it runs.
+var costMetrics = []Metric{MetricTunnelCPU, MetricCPUPerGbit, MetricPeakRSS, MetricHostBusy,
+	MetricPerfCPUPerGbit, MetricCtxSwitchesPerGB, MetricMigrationsPerGB, MetricPageFaultsPerGB, MetricInstructionsPerByte, MetricCyclesPerByte}
 
 // Results is everything one benchmark run measured; results.json is its
 // JSON form.
@@ -98,6 +118,9 @@ type Settings struct {
 	UDPTrialSec  float64 `json:"udpTrialSeconds,omitempty"`
 	UDPMaxLoss   float64 `json:"udpMaxLossPercent,omitempty"`
 	UDPMaxTrials int     `json:"udpMaxTrials,omitempty"`
+	// PerfStat is set when perf stat counted during every single-flow TCP
+	// measurement.
+	PerfStat bool `json:"perfStat,omitempty"`
 	// Topology says where the traffic runs.
 	Topology string `json:"topology"`
 }
@@ -163,6 +186,8 @@ type Measurement struct {
 	// the output directory.
 	Profiles     []string `json:"profiles,omitempty"`
 	ProfileError string   `json:"profileError,omitempty"`
+	// PerfStat is what perf stat counted during the measurement.
+	PerfStat *PerfStat `json:"perfStat,omitempty"`
 	// Error says why the measurement failed; a failed measurement has no
 	// values and is left out of the summaries.
 	Error string `json:"error,omitempty"`

@@ -87,6 +87,10 @@ type Options struct {
 	// serves one (Snorkel's gateways) during each repetition of the
 	// single-flow TCP workload.
 	CPUProfile bool
+	// PerfStat counts with `perf stat` during each repetition of the
+	// single-flow TCP workload: attached to every tunnel process, or over
+	// the whole host for a system the kernel carries.
+	PerfStat bool
 	// Command is the command line recorded in the report.
 	Command string
 	// Progress receives a line per step; nil discards them.
@@ -253,6 +257,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 			UDPTrialSec:  udpTrialTime(o.Duration).Seconds(),
 			UDPMaxLoss:   UDPMaxLoss,
 			UDPMaxTrials: UDPMaxTrials,
+			PerfStat:     o.PerfStat,
 			Topology:     o.topology(),
 		},
 		Workloads: workloads,

@@ -40,8 +40,8 @@ at once and measured in interleaved repetitions; the CPU seconds per gigabit
 and peak memory of the tunnel processes are recorded too. A baseline that
 cannot run here is reported unavailable, with the reason. Progress goes to
 stderr, the tables to stdout; --out receives results.json, report.md, SVG
-plots, each tool's raw output and, with --cpu-profile, the gateways' CPU
-profiles.
+plots, each tool's raw output, with --cpu-profile the gateways' CPU
+profiles, and with --perf-stat the counters of perf stat.
 
 With --kubecontexts, on two real clusters instead: an iperf3 (or netserver)
 server pod in the second context's cluster, client pods in the first's aimed
@@ -87,6 +87,7 @@ func runBenchmark(args []string) error {
 	idleWait := fs.Duration("idle-wait", 60*time.Second, "longest wait before each measurement for the host to go idle (negative: do not wait)")
 	idleBusy := fs.Float64("idle-busy", 25, "host CPU busy percentage that counts as idle")
 	profile := fs.Bool("cpu-profile", false, "record a CPU profile of each Snorkel gateway during every single-flow TCP repetition (into --out/profiles)")
+	perfStat := fs.Bool("perf-stat", false, "count with perf stat (context switches, page faults, task-clock; cycles and instructions where the CPU offers them) on each system's tunnel processes, or the whole host for a kernel data path, during every single-flow TCP repetition (into --out/perfstat)")
 	kubecontexts := fs.String("kubecontexts", "", "CLIENT,SERVER: measure between pods of two real clusters, by these kubeconfig contexts")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file(s), separated as in $KUBECONFIG (default: $KUBECONFIG, then ~/.kube/config)")
 	image := fs.String("image", kube.DefaultImage, "image of the server and client pods, with iperf3 and netperf (--kubecontexts)")
@@ -146,6 +147,7 @@ func runBenchmark(args []string) error {
 			IdleWait:    *idleWait,
 			IdleBusyMax: *idleBusy,
 			CPUProfile:  *profile,
+			PerfStat:    *perfStat,
 			Command:     command,
 			Progress:    os.Stderr,
 		})
