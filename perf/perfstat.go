@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -79,7 +80,7 @@ func parsePerfStat(b []byte) ([]perfCounter, error) {
 			c.supported = true
 		default:
 			x, err := strconv.ParseFloat(v, 64)
-			if err != nil || x < 0 {
+			if err != nil || x < 0 || math.IsNaN(x) || math.IsInf(x, 0) {
 				continue
 			}
 			c.value, c.supported = x, true

@@ -1,6 +1,7 @@
 package perf
 
 import (
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -156,4 +157,27 @@ func TestPerfStatThatFailsSaysWhy(t *testing.T) {
 		t.Errorf("%+v: want an error naming the process and no counters", ps)
 	}
 	t.Log(ps.Error)
+}
+
+// FuzzParsePerfStat: any output is refused or yields named events with
+// counts that are numbers of at least zero.
+func FuzzParsePerfStat(f *testing.F) {
+	for _, name := range []string{"perfstat-host.txt", "perfstat-idle-process.txt", "perfstat-gateways.txt"} {
+		f.Add(readFixture(f, name))
+	}
+	f.Add([]byte("event syntax error: 'bogus'\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		cs, err := parsePerfStat(b)
+		if err != nil {
+			return
+		}
+		if len(cs) == 0 {
+			t.Fatal("no counters and no error")
+		}
+		for _, c := range cs {
+			if c.event == "" || c.value < 0 || math.IsNaN(c.value) || math.IsInf(c.value, 0) || !c.supported && c.value != 0 {
+				t.Fatalf("%q gave %+v", b, c)
+			}
+		}
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"time"
 )
@@ -253,7 +254,7 @@ func (r UDPSearchReport) check() error {
 		return fmt.Errorf("tolerated loss %g%%", r.MaxLoss)
 	}
 	for i, t := range r.Trials {
-		if t.Seconds <= 0 || t.Sent < 0 || t.SendErrors < 0 || t.Rate < 0 {
+		if t.Seconds <= 0 || t.Sent < 0 || t.SendErrors < 0 || t.Sent > math.MaxInt64-t.SendErrors || t.Rate < 0 {
 			return fmt.Errorf("trial %d: %d sent in %gs at %g/s", i+1, t.Sent, t.Seconds, t.Rate)
 		}
 		if t.Received < 0 || t.Received > t.Sent {

@@ -283,6 +283,7 @@ func TestParseUDPSearchReportRefusesWhatDoesNotHoldTogether(t *testing.T) {
 		"no trials":                       func(r *UDPSearchReport) { r.Trials = nil },
 		"more received than sent":         func(r *UDPSearchReport) { r.Trials[0].Received = 1001 },
 		"a trial of no time":              func(r *UDPSearchReport) { r.Trials[0].Seconds = 0 },
+		"counts that overflow":            func(r *UDPSearchReport) { r.Trials[0].SendErrors = math.MaxInt64 },
 		"a rate no trial offered":         func(r *UDPSearchReport) { r.Rate = 2000 },
 		"found, but every trial lost":     func(r *UDPSearchReport) { r.Trials[0].Received = 900 },
 		"not found, but a trial passed":   func(r *UDPSearchReport) { r.Found, r.Rate = false, 0 },
@@ -332,4 +333,29 @@ func TestPacerNeverRunsAheadAndMakesUpForLateWakeUps(t *testing.T) {
 	if n, _ := newPacer(0).next(123, 456); n != udpBatch {
 		t.Errorf("unpaced: %d at a time, want full batches of %d", n, udpBatch)
 	}
+}
+
+// FuzzParseUDPSearchReport: any input is refused or yields a report whose
+// figure is its best trial's and whose values are finite and in range.
+func FuzzParseUDPSearchReport(f *testing.F) {
+	f.Add(readFixture(f, "udp-search.json"))
+	f.Add([]byte(`{"maxLossPercent":0.1,"trials":[{"rate":1000,"sent":1000,"received":1000,"seconds":1}],"found":true,"rate":1000}`))
+	f.Add([]byte(`{"trials":[{"sent":10,"received":0,"seconds":1}]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := ParseUDPSearchReport(b)
+		if err != nil {
+			return
+		}
+		best, ok := bestTrial(r.Trials, r.MaxLoss)
+		if ok != r.Found || ok && best.Offered() != r.Rate {
+			t.Fatalf("accepted %s: found %v at %v/s, best trial %+v (%v)", b, r.Found, r.Rate, best, ok)
+		}
+		v := r.Values()
+		if l, has := v[MetricLoss.Name]; has && (l < 0 || l > r.MaxLoss) {
+			t.Fatalf("accepted %s: loss %v outside [0, %v]", b, l, r.MaxLoss)
+		}
+		if v[MetricUDPTrials.Name] < 1 {
+			t.Fatalf("accepted %s with no trials", b)
+		}
+	})
 }
