@@ -292,13 +292,13 @@ func (r *Results) charts() map[string]barChart {
 // with the loss at it.
 func (r *Results) udpChart(systems []SystemInfo, names []string) barChart {
 	maxLoss := r.udpMaxLoss()
-	s := r.seriesOf(fmt.Sprintf("highest rate with ≤ %g%% loss", maxLoss), systems, WorkloadUDP, MetricUDPRate.Name, 1e-3)
+	s := r.seriesOf(fmt.Sprintf("highest rate with ≤ %g%% loss; labels: loss at it", maxLoss), systems, WorkloadUDP, MetricUDPRate.Name, 1e-3)
 	for i, sys := range systems {
 		if !s.bars[i].ok {
 			continue
 		}
 		if l, ok := r.Summary(sys.Name, WorkloadUDP, MetricLoss.Name); ok && l.N > 0 {
-			s.bars[i].label = fmt.Sprintf("%s%.1f, %.3f%% lost", r.udpAtBound(sys.Name), s.bars[i].median, l.Median)
+			s.bars[i].label = fmt.Sprintf("%s%.1f, %.2f%%", r.udpAtBound(sys.Name), s.bars[i].median, l.Median)
 		} else {
 			s.bars[i].label = fmt.Sprintf("none with ≤ %g%% lost", maxLoss)
 		}

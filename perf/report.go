@@ -483,13 +483,17 @@ func (m Measurement) result(w Workload) string {
 	case MetricThroughput.Name:
 		return fmt.Sprintf("%.2f Gb/s, %.0f retransmits", v[MetricThroughput.Name]/1e9, v[MetricRetransmits.Name])
 	case MetricUDPRate.Name:
-		s := fmt.Sprintf("every rate tried lost more than tolerated, %.0f trials", v[MetricUDPTrials.Name])
+		trials := fmt.Sprintf("%.0f trials", v[MetricUDPTrials.Name])
+		if v[MetricUDPTrials.Name] == 1 {
+			trials = "1 trial"
+		}
+		s := "every rate tried lost more than tolerated, " + trials
 		if l, ok := v[MetricLoss.Name]; ok {
 			at := ""
 			if v[MetricUDPAtBound.Name] > 0 {
 				at = "≥ "
 			}
-			s = fmt.Sprintf("%s%.1f kpps at %.3f%% loss, %.0f trials", at, v[MetricUDPRate.Name]/1e3, l, v[MetricUDPTrials.Name])
+			s = fmt.Sprintf("%s%.1f kpps at %.3f%% loss, %s", at, v[MetricUDPRate.Name]/1e3, l, trials)
 		}
 		if p, ok := v[MetricUDPProbeRx.Name]; ok {
 			s += fmt.Sprintf(" (unpaced probe: %.1f kpps received)", p/1e3)

@@ -330,7 +330,7 @@ func TestReportsShowTheUDPRateFoundAndTheLossAtIt(t *testing.T) {
 	md, _ := os.ReadFile(filepath.Join(dir, "report.md"))
 	for _, want := range []string{"UDP 64 B, kpps at ≤ 0.1% loss (loss at it)",
 		"| snorkel-vxlan | 21.6, 0.020% lost |", "| kernel-vxlan | ≥ 30.6, 0.000% lost |", "| lossy | 0.0 |",
-		"21.6 kpps at 0.020% loss, 2 trials (unpaced probe: 44.6 kpps received)", "every rate tried lost more than tolerated, 1 trials"} {
+		"21.6 kpps at 0.020% loss, 2 trials (unpaced probe: 44.6 kpps received)", "every rate tried lost more than tolerated, 1 trial"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("report.md lacks %q:\n%s", want, md)
 		}
@@ -339,7 +339,7 @@ func TestReportsShowTheUDPRateFoundAndTheLossAtIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"21.6, 0.020% lost", "≥ 30.6, 0.000% lost", "none with ≤ 0.1% lost", "highest rate with ≤ 0.1% loss"} {
+	for _, want := range []string{"21.6, 0.02%", "≥ 30.6, 0.00%", "none with ≤ 0.1% lost", "highest rate with ≤ 0.1% loss; labels: loss at it"} {
 		if !strings.Contains(string(svg), want) {
 			t.Errorf("udp.svg lacks %q", want)
 		}
