@@ -9,14 +9,45 @@ import (
 	"golang.zx2c4.com/wireguard/tun"
 )
 
-// sendBatch is one Send call in flight: the device's TUN reader copies the
-// packets out and then signals done, after which the sender owns its buffers
-// again. sendBatches are pooled so that Send does not allocate.
+// sendBatch is one Send call in flight. A borrowed batch holds the sender's
+// buffers: the device's TUN reader copies the packets out and then signals
+// done, after which the sender owns its buffers again. An owned batch holds
+// copies in its own storage, so its sender does not wait; the reader returns
+// it to the pool. sendBatches are pooled so that Send does not allocate.
 type sendBatch struct {
 	bufs   [][]byte
 	offset int
 	next   int // index of the first packet not yet copied
 	done   chan struct{}
+
+	owned bool
+	data  []byte   // an owned batch's packets, back to back
+	own   [][]byte // an owned batch's packets, slices of data
+}
+
+// ownedBatchMax is the largest batch send copies rather than lends. A few
+// small packets cost less to copy than the sender's wait for the reader,
+// two goroutine switches per batch, which bounded the rate of small
+// packets; a full batch of large ones is the other way round.
+const ownedBatchMax = 8
+
+// ownedBatches is how many owned batches a pipe has: the sender lends its
+// buffers when none is free, so they bound the memory and never allocate.
+const ownedBatches = 4
+
+// fill makes b an owned batch of copies of bufs[i][offset:].
+func (b *sendBatch) fill(bufs [][]byte, offset int) {
+	b.own, b.data = b.own[:0], b.data[:0]
+	for _, pkt := range bufs {
+		b.data = append(b.data, pkt[offset:]...)
+	}
+	at := 0
+	for _, pkt := range bufs {
+		n := len(pkt) - offset
+		b.own = append(b.own, b.data[at:at+n:at+n])
+		at += n
+	}
+	b.bufs, b.offset, b.next = b.own, 0, 0
 }
 
 var sendBatchPool = sync.Pool{
@@ -32,6 +63,7 @@ type pipe struct {
 	drops   *dropCounters
 
 	in        chan *sendBatch
+	free      chan *sendBatch // the owned batches not in flight
 	closed    chan struct{}
 	closeOnce sync.Once
 	events    chan tun.Event
@@ -44,7 +76,12 @@ type pipe struct {
 var _ tun.Device = (*pipe)(nil)
 
 func newPipe(name string, mtu int, d transport.Deliverer, drops *dropCounters) *pipe {
+	free := make(chan *sendBatch, ownedBatches)
+	for range ownedBatches {
+		free <- &sendBatch{owned: true, data: make([]byte, 0, ownedBatchMax*mtu)}
+	}
 	return &pipe{
+		free:    free,
 		name:    name,
 		mtu:     mtu,
 		deliver: d,
@@ -55,8 +92,25 @@ func newPipe(name string, mtu int, d transport.Deliverer, drops *dropCounters) *
 	}
 }
 
-// send hands bufs to the device and waits until it has copied them.
+// send hands bufs to the device. A batch of up to ownedBatchMax packets it
+// copies into a free owned batch, when one is free, and returns once the
+// reader has taken it; otherwise it lends bufs, and waits until the reader
+// has copied them.
 func (p *pipe) send(bufs [][]byte, offset int) error {
+	if len(bufs) <= ownedBatchMax {
+		select {
+		case b := <-p.free:
+			b.fill(bufs, offset)
+			select {
+			case p.in <- b:
+				return nil
+			case <-p.closed:
+				p.free <- b
+				return transport.ErrClosed
+			}
+		default:
+		}
+	}
 	b := sendBatchPool.Get().(*sendBatch)
 	b.bufs, b.offset, b.next = bufs, offset, 0
 	select {
@@ -102,7 +156,11 @@ func (p *pipe) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 		return n, nil
 	}
 	p.pending = nil
-	b.done <- struct{}{}
+	if b.owned {
+		p.free <- b
+	} else {
+		b.done <- struct{}{}
+	}
 	return n, nil
 }
 

@@ -112,3 +112,67 @@ func TestPipeSendDoesNotAllocate(t *testing.T) {
 		t.Errorf("Send of a 128-packet batch allocates %v times", allocs)
 	}
 }
+
+// TestPipeSmallBatchesAreCopied: a batch of up to ownedBatchMax packets is
+// the sender's again as soon as send returns, so overwriting it changes
+// nothing the device reads, and the packets keep their order with the lent
+// batches around them.
+func TestPipeSmallBatchesAreCopied(t *testing.T) {
+	p := newPipe("t", DefaultMTU, newCollector(), newDropCounters(0))
+	defer p.Close()
+	reads := readLoop(p, 128)
+	var want [][]byte
+	seq := uint32(0)
+	for _, n := range []int{1, ownedBatchMax, ownedBatchMax + 1, 3, 40, 2} {
+		bufs := newBatch(n)
+		for i := range bufs {
+			bufs[i] = ipv4UDP(bufs[i], transport.Headroom, hostA, hostB, 200, seq)
+			seq++
+			want = append(want, bytes.Clone(bufs[i][transport.Headroom:]))
+		}
+		if err := p.send(bufs, transport.Headroom); err != nil {
+			t.Fatal(err)
+		}
+		for i := range bufs {
+			clear(bufs[i])
+		}
+	}
+	var got [][]byte
+	for len(got) < len(want) {
+		got = append(got, <-reads...)
+	}
+	for i := range want {
+		if !bytes.Equal(got[i], want[i]) {
+			t.Fatalf("packet %d of %d differs from what was sent", i, len(want))
+		}
+	}
+}
+
+func TestPipeSmallBatchSendDoesNotAllocate(t *testing.T) {
+	p := newPipe("t", DefaultMTU, newCollector(), newDropCounters(0))
+	defer p.Close()
+	go func() {
+		bufs := make([][]byte, 128)
+		for i := range bufs {
+			bufs[i] = make([]byte, 2048)
+		}
+		sizes := make([]int, 128)
+		for {
+			if _, err := p.Read(bufs, sizes, 16); err != nil {
+				return
+			}
+		}
+	}()
+	bufs := newBatch(ownedBatchMax)
+	for i := range bufs {
+		bufs[i] = ipv4UDP(bufs[i], transport.Headroom, hostA, netip.MustParseAddr("10.2.0.1"), 1400, uint32(i))
+	}
+	allocs := testing.AllocsPerRun(200, func() {
+		if err := p.send(bufs, transport.Headroom); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("Send of a %d-packet batch allocates %v times", ownedBatchMax, allocs)
+	}
+}
