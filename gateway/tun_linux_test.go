@@ -60,6 +60,9 @@ func TestOpenTUNInstallsAndUndoRemovesRoutes(t *testing.T) {
 			t.Error(err)
 			return
 		}
+		if link.Attrs().TxQLen != tunTxQueueLen {
+			t.Errorf("link txqueuelen %d, want %d", link.Attrs().TxQLen, tunTxQueueLen)
+		}
 		if link.Attrs().MTU != 1440 || link.Attrs().Flags&1 == 0 {
 			t.Errorf("link mtu %d flags %v, want 1440 and up", link.Attrs().MTU, link.Attrs().Flags)
 		}
