@@ -178,13 +178,20 @@ func TestComparisonsPairEachTransportWithItsCounterpartAndTarget(t *testing.T) {
 		{Name: "wireguard-go", Kind: KindBaseline, Transport: "wireguard"},
 		{Name: "strongswan", Kind: KindBaseline, Transport: "esp"},
 	}
-	var got []string
-	for _, c := range comparisons(systems, WorkloadsOf(BenchmarkThroughput)[:1]) {
-		if c.Workload != WorkloadTCP1 || c.Metric != MetricThroughput.Name {
-			t.Errorf("%s / %s compares %s %s, want tcp-1 throughput", c.System, c.Baseline, c.Workload, c.Metric)
+	// pairs lists the comparisons on workload w, with their targets.
+	pairs := func(w string) []string {
+		var out []string
+		for _, c := range comparisons(systems, WorkloadsOf(BenchmarkThroughput)) {
+			if c.Workload == w {
+				if c.Metric != MetricThroughput.Name && c.Metric != MetricUDPRate.Name {
+					t.Errorf("%s / %s compares %s %s", c.System, c.Baseline, c.Workload, c.Metric)
+				}
+				out = append(out, fmt.Sprintf("%s/%s %g", c.System, c.Baseline, c.Target))
+			}
 		}
-		got = append(got, fmt.Sprintf("%s/%s %g", c.System, c.Baseline, c.Target))
+		return out
 	}
+	got := pairs(WorkloadTCP1)
 	want := []string{
 		"snorkel-wireguard/veth 0",
 		"snorkel-wireguard/wireguard-go 1",
@@ -200,12 +207,7 @@ func TestComparisonsPairEachTransportWithItsCounterpartAndTarget(t *testing.T) {
 	}
 	// On the UDP forwarding rate ESP is held to strongSwan's, and VXLAN
 	// and ESP to no wireguard-go or kernel figure.
-	got = got[:0]
-	for _, c := range comparisons(systems, WorkloadsOf(BenchmarkThroughput)) {
-		if c.Workload == WorkloadUDP {
-			got = append(got, fmt.Sprintf("%s/%s %g", c.System, c.Baseline, c.Target))
-		}
-	}
+	got = pairs(WorkloadUDP)
 	wantUDP := []string{
 		"snorkel-wireguard/veth 0",
 		"snorkel-wireguard/wireguard-go 1",
