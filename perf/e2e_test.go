@@ -2,6 +2,7 @@ package perf
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -31,6 +32,7 @@ func TestBenchmarkEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(t.TempDir(), "out")
+	state := filepath.Join(t.TempDir(), "state")
 	prefix := fmt.Sprintf("sgt%d-", os.Getpid()%10000)
 	res, err := Run(ctx, Options{
 		Benchmark:  BenchmarkAll,
@@ -39,7 +41,7 @@ func TestBenchmarkEndToEnd(t *testing.T) {
 		Reps:       1,
 		Duration:   2 * time.Second,
 		OutDir:     out,
-		StateDir:   filepath.Join(t.TempDir(), "state"),
+		StateDir:   state,
 		Prefix:     prefix,
 		Binary:     bin,
 		IdleWait:   -1,
@@ -52,6 +54,9 @@ func TestBenchmarkEndToEnd(t *testing.T) {
 	}
 	if left, _ := topo.List(prefix); len(left) > 0 {
 		t.Errorf("namespaces left behind: %v", left)
+	}
+	if _, err := os.Stat(state); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the state directory %s the run made is still there (%v)", state, err)
 	}
 
 	back, err := ReadResults(filepath.Join(out, "results.json"))

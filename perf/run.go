@@ -263,6 +263,8 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		Workloads: workloads,
 	}
 
+	_, serr := os.Stat(o.StateDir)
+	madeStateDir := errors.Is(serr, os.ErrNotExist)
 	systems, infos, err := upAll(ctx, o, workloads)
 	defer func() {
 		for _, s := range slices.Backward(systems) {
@@ -270,6 +272,11 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 			if cerr := s.Close(); cerr != nil {
 				fmt.Fprintf(o.Progress, "  teardown of %s: %v\n", s.Info().Name, cerr)
 			}
+		}
+		// The state directory the run made goes with the systems' own;
+		// one that still holds something (a teardown that failed) stays.
+		if madeStateDir {
+			_ = os.Remove(o.StateDir)
 		}
 	}()
 	if err != nil {
