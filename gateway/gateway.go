@@ -303,6 +303,8 @@ func (g *Gateway) readLoop(dev tun.Device) error {
 				// The device split a super-packet into more segments than
 				// bufs holds; the rest are lost and TCP will resend them.
 				g.unattributed().drops[dropTooBig].Add(1)
+			} else if errors.Is(err, errBadOffload) {
+				g.unattributed().drops[dropMalformed].Add(1)
 			} else if errors.Is(err, os.ErrClosed) || isClosed(g.closed) {
 				return nil
 			} else {

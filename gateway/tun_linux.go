@@ -97,7 +97,11 @@ func openTUN(s *spec, mtu int) (tun.Device, *System, error) {
 	if err := sys.addRoutes(s); err != nil {
 		return fail(err)
 	}
-	return dev, sys, nil
+	od, err := withOffloads(dev)
+	if err != nil {
+		return fail(fmt.Errorf("gateway: %s: %w", name, err))
+	}
+	return od, sys, nil
 }
 
 // addRoutes routes into the TUN every CIDR of s's remotes, and its

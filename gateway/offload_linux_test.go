@@ -1,0 +1,155 @@
+package gateway
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.zx2c4.com/wireguard/tun"
+
+	"github.com/snorkel-net/snorkel/packet"
+	"github.com/snorkel-net/snorkel/transport"
+)
+
+// hairpin turns the device's traffic back into the host: a packet to
+// 10.9.0.11 returns as if 10.9.0.12 had sent it to the TUN's own address,
+// and a packet to 10.9.0.12 as if from 10.9.0.11. A TCP connection to
+// 10.9.0.11 thus reaches a local listener, and both directions cross the
+// device's reads and writes. It counts the reads that brought a
+// super-packet, and stops when the device closes.
+func hairpin(dev tun.Device, local netip.Addr, supers *atomic.Int64, done chan<- error) {
+	a11, a12 := netip.MustParseAddr("10.9.0.11"), netip.MustParseAddr("10.9.0.12")
+	as16 := func(a netip.Addr) (b [16]byte) { // IPv4 in the first 4 bytes
+		copy(b[:], a.AsSlice())
+		return b
+	}
+	const off = transport.Headroom
+	n := dev.BatchSize()
+	bufs := make([][]byte, n)
+	for i := range bufs {
+		bufs[i] = make([]byte, transport.BufSize)
+	}
+	sizes := make([]int, n)
+	var p packet.Parsed
+	stop := func(err error) {
+		if errors.Is(err, os.ErrClosed) {
+			err = nil
+		}
+		done <- err
+	}
+	for {
+		cnt, err := dev.Read(bufs, sizes, off)
+		if err != nil {
+			stop(err)
+			return
+		}
+		if cnt > 1 {
+			supers.Add(1)
+		}
+		var out [][]byte
+		for i := range cnt {
+			pkt := bufs[i][off : off+sizes[i]]
+			if p.Decode(pkt) != packet.DropNone || p.Version != 4 {
+				continue
+			}
+			src := a12
+			if p.DstAddr() == a12 {
+				src = a11
+			} else if p.DstAddr() != a11 {
+				continue
+			}
+			packet.SetSrcAddr(pkt, &p, as16(src))
+			packet.SetDstAddr(pkt, &p, as16(local))
+			out = append(out, bufs[i][:off+sizes[i]])
+		}
+		if len(out) > 0 {
+			if _, err := dev.Write(out, off); err != nil {
+				stop(err)
+				return
+			}
+		}
+	}
+}
+
+func TestOffloadTUNCarriesTCPBothWays(t *testing.T) {
+	inFreshNetns(t, func() {
+		c := validConfig()
+		c.TUN = TUN{Name: "snk-test0", Address: "10.8.255.254"}
+		if err := c.Validate(); err != nil {
+			t.Error(err)
+			return
+		}
+		dev, sys, err := OpenTUN(&c, 1440)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer sys.Undo()
+		if _, ok := dev.(*offloadTUN); !ok {
+			dev.Close()
+			t.Errorf("OpenTUN gave a %T, want the gateway's own I/O on a TUN with offloads", dev)
+			return
+		}
+		var supers atomic.Int64
+		done := make(chan error, 1)
+		go hairpin(dev, netip.MustParseAddr("10.8.255.254"), &supers, done)
+		defer func() {
+			dev.Close()
+			if err := <-done; err != nil {
+				t.Errorf("hairpin: %v", err)
+			}
+		}()
+
+		ln, err := net.Listen("tcp4", "10.8.255.254:7")
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer ln.Close()
+		go func() {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer conn.Close()
+			io.Copy(conn, conn) // echo
+		}()
+		conn, err := net.DialTimeout("tcp4", "10.9.0.11:7", time.Minute)
+		if err != nil {
+			t.Errorf("dial through the hairpin: %v", err)
+			return
+		}
+		defer conn.Close()
+		conn.SetDeadline(time.Now().Add(2 * time.Minute))
+
+		sent := make([]byte, 16<<20)
+		for i := range sent {
+			sent[i] = byte(i*31 + i>>11)
+		}
+		werr := make(chan error, 1)
+		go func() {
+			_, err := conn.Write(sent)
+			werr <- err
+		}()
+		got := make([]byte, len(sent))
+		if _, err := io.ReadFull(conn, got); err != nil {
+			t.Errorf("read the echo: %v", err)
+			return
+		}
+		if err := <-werr; err != nil {
+			t.Errorf("write: %v", err)
+		}
+		if !bytes.Equal(got, sent) {
+			t.Error("the echo differs from what was sent")
+		}
+		if supers.Load() == 0 {
+			t.Error("no read brought a super-packet: the device's segmentation offload is off")
+		}
+	})
+}

@@ -1,0 +1,228 @@
+package packet
+
+import (
+	"bytes"
+	"encoding/binary"
+)
+
+// maxCoalesced bounds how many segments one super-packet joins, as the
+// kernel's GRO does (MAX_SKB_FRAGS-sized batches of 64 segments at most).
+const maxCoalesced = 64
+
+// Super is one packet a Coalescer leaves to write: bufs[Index][off:] up to
+// Len bytes. With Segments > 1 it joins that many TCP segments of
+// SegmentSize payload bytes each (the last may be shorter), its transport
+// header starts at L4, and its TCP checksum field holds the pseudo-header's
+// sum for the device to complete (virtio-net's NEEDS_CSUM).
+type Super struct {
+	Index       int
+	Len         int
+	Segments    int
+	SegmentSize int
+	L4          int
+}
+
+// Coalescer joins consecutive TCP segments of a flow in one batch into
+// super-packets, the inverse of Segment, for a device that takes TCP
+// segmentation offload. Only plain data segments join: an ACK, optionally
+// PSH, with payload, the same headers but for lengths, IPv4 ID and
+// checksums, contiguous sequence numbers, a valid checksum, and every
+// segment but the last of the same size. Anything else passes unchanged,
+// and a flow's packets keep their order. The zero value is ready; it is not
+// safe for concurrent use.
+type Coalescer struct {
+	out   []Super
+	heads []groHead
+}
+
+// groHead is a super-packet being built: its entry in out and what the
+// next segment must match.
+type groHead struct {
+	super   int // index in out
+	l4, hdr int
+	next    uint32 // the sequence number the next segment must have
+	open    bool   // whether it can take another segment
+}
+
+// Coalesce joins what it can of bufs[i][off:off+sizes[i]], writing joined
+// payloads into the first segment's buffer within its length, and returns
+// the packets to write in order. The result is valid until the next call.
+func (c *Coalescer) Coalesce(bufs [][]byte, sizes []int, off int) []Super {
+	c.out = c.out[:0]
+	c.heads = c.heads[:0]
+	for i := range bufs {
+		pkt := bufs[i][off : off+sizes[i]]
+		l4, hdr, ok := coalescible(pkt)
+		if !ok {
+			c.closeFlowOf(bufs, off, pkt)
+			c.out = append(c.out, Super{Index: i, Len: len(pkt), Segments: 1})
+			continue
+		}
+		if h := c.head(bufs, off, pkt, l4, hdr); h != nil && c.join(bufs, off, h, pkt) {
+			continue
+		}
+		c.closeFlowOf(bufs, off, pkt)
+		seq := binary.BigEndian.Uint32(pkt[l4+4:])
+		c.heads = append(c.heads, groHead{super: len(c.out), l4: l4, hdr: hdr, next: seq + uint32(len(pkt)-hdr), open: pkt[l4+13]&tcpFlagPSH == 0})
+		c.out = append(c.out, Super{Index: i, Len: len(pkt), Segments: 1, SegmentSize: len(pkt) - hdr, L4: l4})
+	}
+	for _, h := range c.heads {
+		if s := &c.out[h.super]; s.Segments > 1 {
+			finishSuper(bufs[s.Index][off:off+s.Len], h.l4)
+		}
+	}
+	return c.out
+}
+
+// coalescible reports whether pkt is a TCP data segment that may join a
+// super-packet, and where its transport header and payload start.
+func coalescible(pkt []byte) (l4, hdr int, ok bool) {
+	if len(pkt) < 20 {
+		return 0, 0, false
+	}
+	switch pkt[0] >> 4 {
+	case 4:
+		l4 = int(pkt[0]&0x0f) * 4
+		// Only whole, unfragmented, DF packets: the device gives the
+		// segments it cuts IDs of its own.
+		if l4 < 20 || pkt[9] != 6 || int(binary.BigEndian.Uint16(pkt[2:])) != len(pkt) || binary.BigEndian.Uint16(pkt[6:]) != ipv4FlagDF {
+			return 0, 0, false
+		}
+	case 6:
+		l4 = 40
+		if len(pkt) < 40 || pkt[6] != 6 || int(binary.BigEndian.Uint16(pkt[4:]))+40 != len(pkt) {
+			return 0, 0, false
+		}
+	default:
+		return 0, 0, false
+	}
+	if len(pkt) < l4+20 {
+		return 0, 0, false
+	}
+	hdr = l4 + int(pkt[l4+12]>>4)*4
+	if hdr < l4+20 || hdr >= len(pkt) || pkt[l4+13]&^tcpFlagPSH != TCPFlagACK {
+		return 0, 0, false
+	}
+	return l4, hdr, true
+}
+
+// head returns the open super-packet of pkt's flow whose headers pkt
+// matches and whose next sequence number pkt carries, or nil.
+func (c *Coalescer) head(bufs [][]byte, off int, pkt []byte, l4, hdr int) *groHead {
+	for k := range c.heads {
+		h := &c.heads[k]
+		if !h.open || h.l4 != l4 || h.hdr != hdr {
+			continue
+		}
+		s := &c.out[h.super]
+		first := bufs[s.Index][off:]
+		if !sameFlow(first, l4, pkt, l4) {
+			continue
+		}
+		if binary.BigEndian.Uint32(pkt[l4+4:]) != h.next || !sameHeaders(first, pkt, l4, hdr) {
+			return nil
+		}
+		return h
+	}
+	return nil
+}
+
+// closeFlowOf ends the open super-packet of pkt's flow, if any, so that
+// nothing after pkt joins a packet written before it.
+func (c *Coalescer) closeFlowOf(bufs [][]byte, off int, pkt []byte) {
+	for k := range c.heads {
+		h := &c.heads[k]
+		if h.open && sameFlow(bufs[c.out[h.super].Index][off:], h.l4, pkt, l4Of(pkt)) {
+			h.open = false
+		}
+	}
+}
+
+// l4Of returns where the transport header of IP packet pkt starts, not
+// counting IPv6 extension headers.
+func l4Of(pkt []byte) int {
+	if len(pkt) > 0 && pkt[0]>>4 == 4 {
+		return int(pkt[0]&0x0f) * 4
+	}
+	return 40
+}
+
+// join appends pkt's payload to h's super-packet if it fits and the
+// checksums of both verify, and reports whether it did.
+func (c *Coalescer) join(bufs [][]byte, off int, h *groHead, pkt []byte) bool {
+	s := &c.out[h.super]
+	payload := len(pkt) - h.hdr
+	if payload > s.SegmentSize || s.Segments >= maxCoalesced || s.Len+payload > 65535 ||
+		s.Len+payload > len(bufs[s.Index])-off || !validTCPChecksum(pkt, h.l4) {
+		return false
+	}
+	first := bufs[s.Index][off:]
+	if s.Segments == 1 && !validTCPChecksum(first[:s.Len], h.l4) {
+		h.open = false
+		return false
+	}
+	copy(first[s.Len:], pkt[h.hdr:])
+	s.Len += payload
+	s.Segments++
+	h.next += uint32(payload)
+	if pkt[h.l4+13]&tcpFlagPSH != 0 {
+		first[h.l4+13] |= tcpFlagPSH
+		h.open = false
+	}
+	if payload < s.SegmentSize {
+		h.open = false
+	}
+	return true
+}
+
+// sameFlow reports whether a and b, with transport headers at al4 and bl4,
+// share addresses and ports.
+func sameFlow(a []byte, al4 int, b []byte, bl4 int) bool {
+	if len(a) < al4+4 || len(b) < bl4+4 || len(b) < 20 || a[0]>>4 != b[0]>>4 {
+		return false
+	}
+	if a[0]>>4 == 4 {
+		return bytes.Equal(a[12:20], b[12:20]) && bytes.Equal(a[al4:al4+4], b[bl4:bl4+4])
+	}
+	return bytes.Equal(a[8:40], b[8:40]) && bytes.Equal(a[al4:al4+4], b[bl4:bl4+4])
+}
+
+// sameHeaders reports whether b's headers match a's in everything a
+// device repeats on each segment it cuts: the IP header but for lengths,
+// ID and checksum, and the TCP acknowledgment, offset, flags but PSH,
+// window and options.
+func sameHeaders(a, b []byte, l4, hdr int) bool {
+	if a[0]>>4 == 4 {
+		if a[1] != b[1] || a[8] != b[8] || !bytes.Equal(a[20:l4], b[20:l4]) {
+			return false
+		}
+	} else if binary.BigEndian.Uint32(a[0:]) != binary.BigEndian.Uint32(b[0:]) || a[7] != b[7] {
+		return false
+	}
+	return a[l4+13]&tcpFlagPSH == 0 && bytes.Equal(a[l4+8:l4+13], b[l4+8:l4+13]) &&
+		bytes.Equal(a[l4+14:l4+16], b[l4+14:l4+16]) && bytes.Equal(a[l4+18:hdr], b[l4+18:hdr])
+}
+
+// validTCPChecksum reports whether the TCP checksum of pkt verifies.
+func validTCPChecksum(pkt []byte, l4 int) bool {
+	src, dst := pkt[8:24], pkt[24:40]
+	if pkt[0]>>4 == 4 {
+		src, dst = pkt[12:16], pkt[16:20]
+	}
+	return Checksum(pkt[l4:], PseudoHeaderChecksum(6, src, dst, len(pkt)-l4)) == 0xffff
+}
+
+// finishSuper gives a joined super-packet its lengths, a valid IPv4 header
+// checksum and a TCP checksum field holding the pseudo-header's sum.
+func finishSuper(pkt []byte, l4 int) {
+	src, dst := pkt[8:24], pkt[24:40]
+	if pkt[0]>>4 == 4 {
+		binary.BigEndian.PutUint16(pkt[2:], uint16(len(pkt)))
+		pkt[10], pkt[11] = 0, 0
+		binary.BigEndian.PutUint16(pkt[10:], ^Checksum(pkt[:l4], 0))
+		src, dst = pkt[12:16], pkt[16:20]
+	} else {
+		binary.BigEndian.PutUint16(pkt[4:], uint16(len(pkt)-40))
+	}
+	binary.BigEndian.PutUint16(pkt[l4+16:], PseudoHeaderChecksum(6, src, dst, len(pkt)-l4))
+}

@@ -1,0 +1,261 @@
+package packet
+
+import (
+	"bytes"
+	"encoding/binary"
+	"testing"
+)
+
+// groOff is the headroom the coalescing tests leave before each packet.
+const groOff = 10
+
+// stream cuts a TCP super-packet of payload bytes into segments of size
+// bytes, each in its own buffer of 64 KiB behind groOff.
+func stream(t testing.TB, ipv6 bool, sport uint16, payload, size int, flags uint8) [][]byte {
+	t.Helper()
+	data := make([]byte, payload)
+	for i := range data {
+		data[i] = byte(i*13 + int(sport))
+	}
+	pkt, proto, l4 := superPacket(ipv6, true, []byte{1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2}, data, flags)
+	binary.BigEndian.PutUint16(pkt[l4:], sport)
+	out, sizes := segmentBufs(64, groOff+65535)
+	n := Segment(pkt, proto, l4, size, out, sizes, groOff)
+	if n == 0 {
+		t.Fatal("Segment refused the stream")
+	}
+	for i := range n {
+		out[i] = out[i][:groOff+sizes[i]]
+	}
+	return out[:n]
+}
+
+// coalesce runs a Coalescer over pkts (each bufs[i][groOff:]) and returns
+// what it leaves to write, with joined packets' checksums completed as the
+// device would, and how each is to be cut again.
+func coalesce(pkts [][]byte) (written [][]byte, supers []Super) {
+	bufs := make([][]byte, len(pkts))
+	sizes := make([]int, len(pkts))
+	for i, p := range pkts {
+		bufs[i] = make([]byte, groOff+65535)
+		copy(bufs[i], p)
+		sizes[i] = len(p) - groOff
+	}
+	var c Coalescer
+	for _, s := range c.Coalesce(bufs, sizes, groOff) {
+		pkt := bufs[s.Index][groOff : groOff+s.Len]
+		if s.Segments > 1 {
+			CompleteChecksum(pkt, s.L4, 16)
+		}
+		written = append(written, pkt)
+		supers = append(supers, s)
+	}
+	return written, supers
+}
+
+// resegment cuts what coalesce wrote back into segments as the device
+// would, so that the result can be compared with what went in.
+func resegment(t testing.TB, written [][]byte, supers []Super) [][]byte {
+	t.Helper()
+	var all [][]byte
+	for k, pkt := range written {
+		s := supers[k]
+		if s.Segments == 1 {
+			all = append(all, pkt)
+			continue
+		}
+		out, sizes := segmentBufs(s.Segments, len(pkt))
+		n := Segment(pkt, ProtoTCP, s.L4, s.SegmentSize, out, sizes, 0)
+		if n != s.Segments {
+			t.Fatalf("a super-packet of %d segments cut into %d", s.Segments, n)
+		}
+		for i := range n {
+			all = append(all, out[i][:sizes[i]])
+		}
+	}
+	return all
+}
+
+// payloads strips each of bufs to its packet, behind groOff.
+func payloads(bufs [][]byte) [][]byte {
+	var r [][]byte
+	for _, b := range bufs {
+		r = append(r, b[groOff:])
+	}
+	return r
+}
+
+// byFlow splits TCP packets by source port, keeping their order.
+func byFlow(pkts [][]byte) map[uint16][][]byte {
+	m := map[uint16][][]byte{}
+	for _, p := range pkts {
+		port := binary.BigEndian.Uint16(p[l4Of(p):])
+		m[port] = append(m[port], p)
+	}
+	return m
+}
+
+func checkSame(t *testing.T, got, want [][]byte) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%d packets, want %d", len(got), len(want))
+	}
+	for i := range got {
+		if !bytes.Equal(got[i], want[i]) {
+			t.Fatalf("packet %d differs:\n got %x\nwant %x", i, got[i][:min(80, len(got[i]))], want[i][:min(80, len(want[i]))])
+		}
+	}
+}
+
+func TestCoalesceJoinsAStreamBackIntoItsSuperPacket(t *testing.T) {
+	for _, ipv6 := range []bool{false, true} {
+		segs := stream(t, ipv6, 1000, 10000, 1388, TCPFlagACK|tcpFlagPSH)
+		written, supers := coalesce(segs)
+		if len(written) != 1 || supers[0].Segments != len(segs) || supers[0].SegmentSize != 1388 {
+			t.Fatalf("ipv6=%v: %d packets, the first %+v, want one of %d segments of 1388 bytes", ipv6, len(written), supers[0], len(segs))
+		}
+		if !bytes.Equal(written[0][len(written[0])-10:], segs[len(segs)-1][len(segs[len(segs)-1])-10:]) {
+			t.Fatal("the super-packet does not end with the last segment's payload")
+		}
+		checkSame(t, resegment(t, written, supers), payloads(segs))
+	}
+}
+
+func TestCoalesceKeepsFlowsApartAndInOrder(t *testing.T) {
+	a := stream(t, false, 1000, 4000, 1000, TCPFlagACK)
+	b := stream(t, false, 2000, 4000, 1000, TCPFlagACK)
+	var in [][]byte
+	for i := range a {
+		in = append(in, a[i], b[i])
+	}
+	written, supers := coalesce(in)
+	if len(written) != 2 || supers[0].Segments != 4 || supers[1].Segments != 4 {
+		t.Fatalf("%+v, want two packets of 4 segments", supers)
+	}
+	checkSame(t, resegment(t, written, supers), append(payloads(a), payloads(b)...))
+}
+
+// shorten drops k bytes from the end of the packet behind groOff in b and
+// sets its lengths and checksums again.
+func shorten(b []byte, k int) []byte {
+	b = b[:len(b)-k]
+	p := b[groOff:]
+	if p[0]>>4 == 4 {
+		binary.BigEndian.PutUint16(p[2:], uint16(len(p)))
+	} else {
+		binary.BigEndian.PutUint16(p[4:], uint16(len(p)-IPv6HeaderLen))
+	}
+	fixChecksums(p)
+	return b
+}
+
+// pureACK turns the segment behind groOff in b into one without payload.
+func pureACK(b []byte) []byte {
+	p := b[groOff:]
+	l4 := l4Of(p)
+	return shorten(b, len(p)-(l4+int(p[l4+12]>>4)*4))
+}
+
+func TestCoalescePassesUnchanged(t *testing.T) {
+	seg := func(i int) []byte { return append([]byte{}, stream(t, false, 1000, 4000, 1000, TCPFlagACK)[i]...) }
+	mutate := func(i int, f func(p []byte)) []byte {
+		b := seg(i)
+		f(b[groOff:])
+		return b
+	}
+	for _, tc := range []struct {
+		name string
+		in   [][]byte
+	}{
+		{name: "a segment with a bad checksum", in: [][]byte{seg(0), mutate(1, func(p []byte) { p[len(p)-1]++ })}},
+		{name: "a gap in the sequence", in: [][]byte{seg(0), seg(2)}},
+		{name: "segments out of order", in: [][]byte{seg(1), seg(0)}},
+		{name: "a pure ACK between data segments", in: [][]byte{seg(0), pureACK(seg(0)), seg(1)}},
+		{name: "different TCP options", in: [][]byte{seg(0), mutate(1, func(p []byte) { p[20+29]++; fixChecksums(p) })}},
+		{name: "a FIN", in: [][]byte{seg(0), mutate(1, func(p []byte) { p[33] |= tcpFlagFIN; fixChecksums(p) })}},
+		{name: "a different TTL", in: [][]byte{seg(0), mutate(1, func(p []byte) { p[8]--; fixChecksums(p) })}},
+		{name: "IPv4 without DF", in: [][]byte{mutate(0, func(p []byte) { p[6] = 0; fixChecksums(p) }), mutate(1, func(p []byte) { p[6] = 0; fixChecksums(p) })}},
+		{name: "a segment after a shorter one", in: [][]byte{shorten(seg(0), 10), mutate(1, func(p []byte) {
+			binary.BigEndian.PutUint32(p[24:], binary.BigEndian.Uint32(p[24:])-10)
+			fixChecksums(p)
+		})}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			written, supers := coalesce(tc.in)
+			for _, s := range supers {
+				if s.Segments != 1 {
+					t.Fatalf("joined %+v, want nothing joined", supers)
+				}
+			}
+			checkSame(t, written, payloads(tc.in))
+		})
+	}
+}
+
+func TestCoalesceStopsAtTheBufferEnd(t *testing.T) {
+	segs := stream(t, false, 1000, 4000, 1000, TCPFlagACK)
+	bufs := make([][]byte, len(segs))
+	sizes := make([]int, len(segs))
+	for i, s := range segs {
+		bufs[i] = append(make([]byte, 0, len(s)), s...) // no room to grow
+		sizes[i] = len(s) - groOff
+	}
+	var c Coalescer
+	if out := c.Coalesce(bufs, sizes, groOff); len(out) != len(segs) {
+		t.Fatalf("%d packets written, want %d: nothing fits behind the first", len(out), len(segs))
+	}
+}
+
+func FuzzCoalesce(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 3, 4, 5}, false)
+	f.Add([]byte{0x80, 0x41, 0x02, 0xc3, 0x14}, true)
+	f.Add([]byte{0x20, 0x21, 0x62, 0xa3}, false)
+	f.Fuzz(func(t *testing.T, ops []byte, ipv6 bool) {
+		if len(ops) > 64 {
+			ops = ops[:64]
+		}
+		flows := [2][][]byte{stream(t, ipv6, 1000, 9000, 900, TCPFlagACK), stream(t, ipv6, 2000, 9000, 1000, TCPFlagACK|tcpFlagPSH)}
+		var in [][]byte
+		// Each op picks a flow and a segment of it, and may corrupt it,
+		// turn it into a pure ACK or shorten it.
+		for _, op := range ops {
+			s := flows[op>>7]
+			b := append([]byte{}, s[int(op&0x0f)%len(s)]...)
+			p := b[groOff:]
+			switch op >> 4 & 0x7 {
+			case 1:
+				p[len(p)-1] ^= 0x55
+			case 2:
+				b = pureACK(b)
+			case 3:
+				b = shorten(b, 7)
+			}
+			in = append(in, b)
+		}
+		// Flows may interleave differently, but each keeps its order.
+		written, supers := coalesce(in)
+		got, want := byFlow(resegment(t, written, supers)), byFlow(payloads(in))
+		for port := range want {
+			checkSame(t, got[port], want[port])
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%d flows written, want %d", len(got), len(want))
+		}
+	})
+}
+
+func TestSegmentAndCoalesceDoNotAllocate(t *testing.T) {
+	pkt, proto, l4 := superPacket(false, true, nil, make([]byte, 20*1388), TCPFlagACK)
+	out, sizes := segmentBufs(64, groOff+65535)
+	var c Coalescer
+	allocs := testing.AllocsPerRun(100, func() {
+		copy(out[0][groOff:], pkt)
+		n := Segment(out[0][groOff:groOff+len(pkt)], proto, l4, 1388, out, sizes, groOff)
+		if s := c.Coalesce(out[:n], sizes[:n], groOff); len(s) != 1 {
+			t.Fatalf("%d packets after joining, want 1", len(s))
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per segment and join, want 0", allocs)
+	}
+}
