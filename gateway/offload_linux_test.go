@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"golang.zx2c4.com/wireguard/tun"
 
 	"github.com/snorkel-net/snorkel/packet"
@@ -77,34 +78,113 @@ func hairpin(dev tun.Device, local netip.Addr, supers *atomic.Int64, done chan<-
 	}
 }
 
-func TestOffloadTUNCarriesTCPBothWays(t *testing.T) {
+// openOffloadTUN opens the test TUN, with the remote CIDRs routed into it,
+// and checks that the gateway does its own I/O on it. It returns nil after
+// reporting why not.
+func openOffloadTUN(t *testing.T) (tun.Device, *System) {
+	c := validConfig()
+	c.TUN = TUN{Name: "snk-test0", Address: "10.8.255.254"}
+	if err := c.Validate(); err != nil {
+		t.Error(err)
+		return nil, nil
+	}
+	dev, sys, err := OpenTUN(&c, 1440)
+	if err != nil {
+		t.Error(err)
+		return nil, nil
+	}
+	if _, ok := dev.(*offloadTUN); !ok {
+		dev.Close()
+		sys.Undo()
+		t.Errorf("OpenTUN gave a %T, want the gateway's own I/O on a TUN with offloads", dev)
+		return nil, nil
+	}
+	return dev, sys
+}
+
+// startHairpin runs hairpin on dev until the returned function closes it.
+func startHairpin(t *testing.T, dev tun.Device, supers *atomic.Int64) (stop func()) {
+	done := make(chan error, 1)
+	go hairpin(dev, netip.MustParseAddr("10.8.255.254"), supers, done)
+	return func() {
+		dev.Close()
+		if err := <-done; err != nil {
+			t.Errorf("hairpin: %v", err)
+		}
+	}
+}
+
+func TestOffloadTUNCutsUDPSuperPackets(t *testing.T) {
 	inFreshNetns(t, func() {
-		c := validConfig()
-		c.TUN = TUN{Name: "snk-test0", Address: "10.8.255.254"}
-		if err := c.Validate(); err != nil {
-			t.Error(err)
+		dev, sys := openOffloadTUN(t)
+		if dev == nil {
 			return
 		}
-		dev, sys, err := OpenTUN(&c, 1440)
+		defer sys.Undo()
+		var supers atomic.Int64
+		defer startHairpin(t, dev, &supers)()
+
+		ln, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(10, 8, 255, 254), Port: 9})
 		if err != nil {
 			t.Error(err)
 			return
 		}
-		defer sys.Undo()
-		if _, ok := dev.(*offloadTUN); !ok {
-			dev.Close()
-			t.Errorf("OpenTUN gave a %T, want the gateway's own I/O on a TUN with offloads", dev)
+		defer ln.Close()
+		conn, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.IPv4(10, 9, 0, 11), Port: 9})
+		if err != nil {
+			t.Error(err)
 			return
 		}
-		var supers atomic.Int64
-		done := make(chan error, 1)
-		go hairpin(dev, netip.MustParseAddr("10.8.255.254"), &supers, done)
-		defer func() {
-			dev.Close()
-			if err := <-done; err != nil {
-				t.Errorf("hairpin: %v", err)
+		defer conn.Close()
+		rc, err := conn.SyscallConn()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		var serr error
+		rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_UDP, unix.UDP_SEGMENT, 1000) })
+		if serr != nil {
+			t.Errorf("set UDP_SEGMENT (Linux 4.18 and later): %v", serr)
+			return
+		}
+		// One send of ten datagrams' worth, the last shorter: the kernel
+		// hands the TUN one UDP super-packet.
+		msg := make([]byte, 9500)
+		for i := range msg {
+			msg[i] = byte(i / 1000)
+		}
+		if _, err := conn.Write(msg); err != nil {
+			t.Errorf("send with UDP_SEGMENT: %v", err)
+			return
+		}
+		ln.SetReadDeadline(time.Now().Add(time.Minute))
+		buf := make([]byte, 2000)
+		for i := range 10 {
+			n, _, err := ln.ReadFromUDP(buf)
+			if err != nil {
+				t.Errorf("datagram %d: %v", i, err)
+				return
 			}
-		}()
+			want := min(1000, len(msg)-i*1000)
+			if n != want || !bytes.Equal(buf[:n], msg[i*1000:i*1000+want]) {
+				t.Errorf("datagram %d: %d bytes starting %x, want %d bytes of %#x", i, n, buf[:min(n, 4)], want, i)
+			}
+		}
+		if supers.Load() == 0 {
+			t.Error("no read brought a super-packet: the device's UDP segmentation offload is off")
+		}
+	})
+}
+
+func TestOffloadTUNCarriesTCPBothWays(t *testing.T) {
+	inFreshNetns(t, func() {
+		dev, sys := openOffloadTUN(t)
+		if dev == nil {
+			return
+		}
+		defer sys.Undo()
+		var supers atomic.Int64
+		defer startHairpin(t, dev, &supers)()
 
 		ln, err := net.Listen("tcp4", "10.8.255.254:7")
 		if err != nil {
