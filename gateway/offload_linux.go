@@ -43,6 +43,7 @@ type offloadTUN struct {
 	rn     int
 	rerrno unix.Errno
 	readFn func(fd uintptr) bool
+	rest   superPacket // the segments of the last read not returned yet
 
 	wmu     sync.Mutex // Write's state: the read loop and receivers write
 	gro     packet.Coalescer
@@ -51,6 +52,27 @@ type offloadTUN struct {
 	wcur    []byte
 	werrno  unix.Errno
 	writeFn func(fd uintptr) bool
+}
+
+// superPacket is a super-packet with more segments than a read's buffers:
+// a TCP flow whose segment size is small (Linux sends with an MSS down to
+// 48 bytes) still brings up to 64 KiB per read. It is kept, in memory of
+// its own, and handed out over the following reads.
+type superPacket struct {
+	pkt            []byte
+	proto          uint8
+	l4, size, next int
+	segments       int
+}
+
+// take cuts the next segments of s into bufs and reports how many.
+func (s *superPacket) take(bufs [][]byte, sizes []int, offset int) int {
+	n := packet.SegmentFrom(s.pkt, s.proto, s.l4, s.size, s.next, bufs, sizes, offset)
+	s.next += n
+	if n == 0 || s.next >= s.segments {
+		s.pkt = s.pkt[:0]
+	}
+	return n
 }
 
 // withOffloads returns dev with the gateway's own I/O when dev is a kernel
@@ -71,8 +93,15 @@ func withOffloads(dev tun.Device) (tun.Device, error) {
 }
 
 // Read reads one packet or super-packet into bufs[0][offset:] and cuts a
-// super-packet into bufs[0:n], one segment per buffer.
+// super-packet into bufs[0:n], one segment per buffer. Segments that do
+// not fit come from the following calls, before the device is read again.
 func (d *offloadTUN) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
+	if len(d.rest.pkt) > 0 {
+		if n := d.rest.take(bufs, sizes, offset); n > 0 {
+			return n, nil
+		}
+		return 0, errBadOffload
+	}
 	buf := bufs[0][offset:]
 	d.riov[0] = unix.Iovec{Base: &d.rhdr[0]}
 	d.riov[0].SetLen(virtioNetHdrLen)
@@ -109,8 +138,13 @@ func (d *offloadTUN) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 	default:
 		return 0, errBadOffload
 	}
-	if n := packet.Segments(pkt, proto, csumStart, gsoSize); n > len(bufs) {
-		return 0, tun.ErrTooManySegments
+	segments := packet.Segments(pkt, proto, csumStart, gsoSize)
+	if segments > min(len(bufs), len(sizes)) {
+		d.rest = superPacket{pkt: append(d.rest.pkt[:0], pkt...), proto: proto, l4: csumStart, size: gsoSize, segments: segments}
+		if n := d.rest.take(bufs, sizes, offset); n > 0 {
+			return n, nil
+		}
+		return 0, errBadOffload
 	}
 	n := packet.Segment(pkt, proto, csumStart, gsoSize, bufs, sizes, offset)
 	if n == 0 {

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,8 +24,9 @@ import (
 // and a packet to 10.9.0.12 as if from 10.9.0.11. A TCP connection to
 // 10.9.0.11 thus reaches a local listener, and both directions cross the
 // device's reads and writes. It counts the reads that brought a
-// super-packet, and stops when the device closes.
-func hairpin(dev tun.Device, local netip.Addr, supers *atomic.Int64, done chan<- error) {
+// super-packet, and those that filled every buffer, and stops when the
+// device closes.
+func hairpin(dev tun.Device, local netip.Addr, c *readCounts, done chan<- error) {
 	a11, a12 := netip.MustParseAddr("10.9.0.11"), netip.MustParseAddr("10.9.0.12")
 	as16 := func(a netip.Addr) (b [16]byte) { // IPv4 in the first 4 bytes
 		copy(b[:], a.AsSlice())
@@ -51,7 +53,10 @@ func hairpin(dev tun.Device, local netip.Addr, supers *atomic.Int64, done chan<-
 			return
 		}
 		if cnt > 1 {
-			supers.Add(1)
+			c.supers.Add(1)
+		}
+		if cnt == n {
+			c.full.Add(1)
 		}
 		var out [][]byte
 		for i := range cnt {
@@ -102,10 +107,16 @@ func openOffloadTUN(t *testing.T) (tun.Device, *System) {
 	return dev, sys
 }
 
+// readCounts is what hairpin counts of the device's reads.
+type readCounts struct {
+	supers atomic.Int64 // reads that returned more than one packet
+	full   atomic.Int64 // reads that filled every buffer
+}
+
 // startHairpin runs hairpin on dev until the returned function closes it.
-func startHairpin(t *testing.T, dev tun.Device, supers *atomic.Int64) (stop func()) {
+func startHairpin(t *testing.T, dev tun.Device, c *readCounts) (stop func()) {
 	done := make(chan error, 1)
-	go hairpin(dev, netip.MustParseAddr("10.8.255.254"), supers, done)
+	go hairpin(dev, netip.MustParseAddr("10.8.255.254"), c, done)
 	return func() {
 		dev.Close()
 		if err := <-done; err != nil {
@@ -121,8 +132,8 @@ func TestOffloadTUNCutsUDPSuperPackets(t *testing.T) {
 			return
 		}
 		defer sys.Undo()
-		var supers atomic.Int64
-		defer startHairpin(t, dev, &supers)()
+		var reads readCounts
+		defer startHairpin(t, dev, &reads)()
 
 		ln, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(10, 8, 255, 254), Port: 9})
 		if err != nil {
@@ -170,21 +181,37 @@ func TestOffloadTUNCutsUDPSuperPackets(t *testing.T) {
 				t.Errorf("datagram %d: %d bytes starting %x, want %d bytes of %#x", i, n, buf[:min(n, 4)], want, i)
 			}
 		}
-		if supers.Load() == 0 {
+		if reads.supers.Load() == 0 {
 			t.Error("no read brought a super-packet: the device's UDP segmentation offload is off")
 		}
 	})
 }
 
 func TestOffloadTUNCarriesTCPBothWays(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mss  int // 0: the route's
+	}{
+		{name: "full-sized segments"},
+		// 64 KiB in 200-byte segments is more segments than a read has
+		// buffers: the rest come from the next reads.
+		{name: "a small MSS", mss: 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) { checkTCPEcho(t, tc.mss) })
+	}
+}
+
+// checkTCPEcho sends 16 MiB to an echo server through the hairpin, with
+// the client's MSS set to mss unless it is 0, and checks what comes back.
+func checkTCPEcho(t *testing.T, mss int) {
 	inFreshNetns(t, func() {
 		dev, sys := openOffloadTUN(t)
 		if dev == nil {
 			return
 		}
 		defer sys.Undo()
-		var supers atomic.Int64
-		defer startHairpin(t, dev, &supers)()
+		var reads readCounts
+		defer startHairpin(t, dev, &reads)()
 
 		ln, err := net.Listen("tcp4", "10.8.255.254:7")
 		if err != nil {
@@ -200,7 +227,17 @@ func TestOffloadTUNCarriesTCPBothWays(t *testing.T) {
 			defer conn.Close()
 			io.Copy(conn, conn) // echo
 		}()
-		conn, err := net.DialTimeout("tcp4", "10.9.0.11:7", time.Minute)
+		d := net.Dialer{Timeout: time.Minute}
+		if mss > 0 {
+			d.Control = func(_, _ string, c syscall.RawConn) error {
+				var serr error
+				if err := c.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_MAXSEG, mss) }); err != nil {
+					return err
+				}
+				return serr
+			}
+		}
+		conn, err := d.Dial("tcp4", "10.9.0.11:7")
 		if err != nil {
 			t.Errorf("dial through the hairpin: %v", err)
 			return
@@ -228,8 +265,11 @@ func TestOffloadTUNCarriesTCPBothWays(t *testing.T) {
 		if !bytes.Equal(got, sent) {
 			t.Error("the echo differs from what was sent")
 		}
-		if supers.Load() == 0 {
+		if reads.supers.Load() == 0 {
 			t.Error("no read brought a super-packet: the device's segmentation offload is off")
+		}
+		if mss > 0 && reads.full.Load() == 0 {
+			t.Error("no read filled every buffer: no super-packet had more segments than a read takes")
 		}
 	})
 }

@@ -20,27 +20,42 @@ const (
 // of segments, or 0 when pkt is malformed, size is not positive, or the
 // segments do not fit in out.
 func Segment(pkt []byte, proto uint8, l4, size int, out [][]byte, sizes []int, off int) int {
-	n := Segments(pkt, proto, l4, size)
-	if n == 0 || n > len(out) || n > len(sizes) {
+	if n := Segments(pkt, proto, l4, size); n == 0 || n > len(out) || n > len(sizes) {
 		return 0
 	}
+	return SegmentFrom(pkt, proto, l4, size, 0, out, sizes, off)
+}
+
+// SegmentFrom is Segment for a super-packet with more segments than out
+// holds: it cuts segments first, first+1, and so on, as many as out and
+// sizes hold, into out[0], out[1], ..., and returns how many it cut. They
+// are the segments Segment would make. It returns 0 when pkt is malformed,
+// first is past its last segment, or a buffer is too short.
+func SegmentFrom(pkt []byte, proto uint8, l4, size, first int, out [][]byte, sizes []int, off int) int {
+	total := Segments(pkt, proto, l4, size)
+	if first < 0 || first >= total {
+		return 0
+	}
+	n := min(total-first, len(out), len(sizes))
 	hdr, _ := segmentHeaderLen(pkt, proto, l4)
 	for i := range n {
-		if len(out[i]) < off+hdr+min(size, len(pkt)-hdr) {
+		start := hdr + (first+i)*size
+		if len(out[i]) < off+hdr+min(size, len(pkt)-start) {
 			return 0
 		}
 	}
 	// Backwards, so that pkt's header is intact until the first segment,
 	// which may be pkt itself, is rewritten last.
 	for i := n - 1; i >= 0; i-- {
-		start := hdr + i*size
+		k := first + i
+		start := hdr + k*size
 		end := min(start+size, len(pkt))
 		seg := out[i][off : off+hdr+end-start]
-		if i > 0 || &seg[0] != &pkt[0] {
+		if k > 0 || &seg[0] != &pkt[0] {
 			copy(seg, pkt[:hdr])
 			copy(seg[hdr:], pkt[start:end])
 		}
-		finishSegment(seg, proto, l4, i, n, uint32(i*size))
+		finishSegment(seg, proto, l4, k, total, uint32(k*size))
 		sizes[i] = len(seg)
 	}
 	return n

@@ -141,6 +141,35 @@ func TestSegmentMatchesReference(t *testing.T) {
 	}
 }
 
+// checkRounds cuts pkt with SegmentFrom into per buffers at a time, as a
+// device read does with more segments than its caller's buffers, and
+// checks every round against refSegment.
+func checkRounds(t *testing.T, pkt []byte, proto uint8, l4, size, per int) {
+	t.Helper()
+	want := refSegment(pkt, proto, l4, size)
+	out, sizes := segmentBufs(per, len(pkt))
+	for first := 0; first < len(want); {
+		n := SegmentFrom(pkt, proto, l4, size, first, out, sizes, 0)
+		if n != min(per, len(want)-first) {
+			t.Fatalf("SegmentFrom(first %d) = %d, want %d of %d", first, n, min(per, len(want)-first), len(want))
+		}
+		checkSegments(t, want[first:first+n], out, sizes, 0, n)
+		first += n
+	}
+	if n := SegmentFrom(pkt, proto, l4, size, len(want), out, sizes, 0); n != 0 {
+		t.Fatalf("SegmentFrom past the last segment = %d, want 0", n)
+	}
+}
+
+func TestSegmentFromCutsInRounds(t *testing.T) {
+	for _, ipv6 := range []bool{false, true} {
+		pkt, proto, l4 := superPacket(ipv6, true, nil, make([]byte, 5000), TCPFlagACK|tcpFlagPSH|tcpFlagCWR)
+		checkRounds(t, pkt, proto, l4, 300, 4)
+		pkt, proto, l4 = superPacket(ipv6, false, nil, make([]byte, 5000), 0)
+		checkRounds(t, pkt, proto, l4, 1000, 2)
+	}
+}
+
 func TestSegmentRefuses(t *testing.T) {
 	pkt, proto, l4 := superPacket(false, true, nil, make([]byte, 3000), TCPFlagACK)
 	out, sizes := segmentBufs(8, 2000)
@@ -210,12 +239,16 @@ func FuzzSegment(f *testing.F) {
 		out, sizes := segmentBufs(16, off+len(pkt))
 		copy(out[0][off:], pkt)
 		n := Segment(out[0][off:off+len(pkt)], proto, l4, seg, out, sizes, off)
-		if need := max(1, (len(payload)+seg-1)/seg); need > len(out) {
+		need := max(1, (len(payload)+seg-1)/seg)
+		if need > len(out) {
 			if n != 0 {
 				t.Fatalf("Segment = %d with %d buffers for %d segments", n, len(out), need)
 			}
-			return
+		} else {
+			checkSegments(t, refSegment(pkt, proto, l4, seg), out, sizes, off, n)
 		}
-		checkSegments(t, refSegment(pkt, proto, l4, seg), out, sizes, off, n)
+		if need <= 300 {
+			checkRounds(t, pkt, proto, l4, seg, 7)
+		}
 	})
 }
