@@ -113,6 +113,21 @@ type readCounts struct {
 	full   atomic.Int64 // reads that filled every buffer
 }
 
+// inHairpin runs f in a fresh network namespace with the test TUN and a
+// hairpin on it, and closes both when f returns.
+func inHairpin(t *testing.T, f func(reads *readCounts)) {
+	inFreshNetns(t, func() {
+		dev, sys := openOffloadTUN(t)
+		if dev == nil {
+			return
+		}
+		defer sys.Undo()
+		var reads readCounts
+		defer startHairpin(t, dev, &reads)()
+		f(&reads)
+	})
+}
+
 // startHairpin runs hairpin on dev until the returned function closes it.
 func startHairpin(t *testing.T, dev tun.Device, c *readCounts) (stop func()) {
 	done := make(chan error, 1)
@@ -126,14 +141,7 @@ func startHairpin(t *testing.T, dev tun.Device, c *readCounts) (stop func()) {
 }
 
 func TestOffloadTUNCutsUDPSuperPackets(t *testing.T) {
-	inFreshNetns(t, func() {
-		dev, sys := openOffloadTUN(t)
-		if dev == nil {
-			return
-		}
-		defer sys.Undo()
-		var reads readCounts
-		defer startHairpin(t, dev, &reads)()
+	inHairpin(t, func(reads *readCounts) {
 
 		ln, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(10, 8, 255, 254), Port: 9})
 		if err != nil {
@@ -204,14 +212,7 @@ func TestOffloadTUNCarriesTCPBothWays(t *testing.T) {
 // checkTCPEcho sends 16 MiB to an echo server through the hairpin, with
 // the client's MSS set to mss unless it is 0, and checks what comes back.
 func checkTCPEcho(t *testing.T, mss int) {
-	inFreshNetns(t, func() {
-		dev, sys := openOffloadTUN(t)
-		if dev == nil {
-			return
-		}
-		defer sys.Undo()
-		var reads readCounts
-		defer startHairpin(t, dev, &reads)()
+	inHairpin(t, func(reads *readCounts) {
 
 		ln, err := net.Listen("tcp4", "10.8.255.254:7")
 		if err != nil {
