@@ -9,6 +9,11 @@ import (
 // kernel's GRO does (MAX_SKB_FRAGS-sized batches of 64 segments at most).
 const maxCoalesced = 64
 
+// maxOpen bounds the super-packets that may still take a segment, so that
+// a batch of many flows costs each packet at most this many comparisons:
+// opening one more closes the oldest.
+const maxOpen = 8
+
 // Super is one packet a Coalescer leaves to write: bufs[Index][off:] up to
 // Len bytes. With Segments > 1 it joins that many TCP segments of
 // SegmentSize payload bytes each (the last may be shorter), its transport
@@ -33,12 +38,14 @@ type Super struct {
 type Coalescer struct {
 	out   []Super
 	heads []groHead
+	open  []int // the heads that may take a segment, oldest first
 }
 
 // groHead is a super-packet being built: its entry in out and what the
 // next segment must match.
 type groHead struct {
-	super   int // index in out
+	super   int    // index in out
+	key     uint64 // flowKey of its packets
 	l4, hdr int
 	next    uint32 // the sequence number the next segment must have
 	open    bool   // whether it can take another segment
@@ -50,21 +57,33 @@ type groHead struct {
 func (c *Coalescer) Coalesce(bufs [][]byte, sizes []int, off int) []Super {
 	c.out = c.out[:0]
 	c.heads = c.heads[:0]
+	c.open = c.open[:0]
 	for i := range bufs {
 		pkt := bufs[i][off : off+sizes[i]]
+		key := flowKey(pkt)
 		l4, hdr, ok := coalescible(pkt)
 		if !ok {
-			c.closeFlowOf(bufs, off, pkt)
+			c.closeFlowOf(bufs, off, pkt, key)
 			c.out = append(c.out, Super{Index: i, Len: len(pkt), Segments: 1})
 			continue
 		}
-		if h := c.head(bufs, off, pkt, l4, hdr); h != nil && c.join(bufs, off, h, pkt) {
+		if h := c.head(bufs, off, pkt, key, l4, hdr); h != nil && c.join(bufs, off, h, pkt) {
+			if !h.open {
+				c.prune()
+			}
 			continue
 		}
-		c.closeFlowOf(bufs, off, pkt)
+		c.closeFlowOf(bufs, off, pkt, key)
 		seq := binary.BigEndian.Uint32(pkt[l4+4:])
-		c.heads = append(c.heads, groHead{super: len(c.out), l4: l4, hdr: hdr, next: seq + uint32(len(pkt)-hdr), open: pkt[l4+13]&tcpFlagPSH == 0})
+		c.heads = append(c.heads, groHead{super: len(c.out), key: key, l4: l4, hdr: hdr, next: seq + uint32(len(pkt)-hdr), open: pkt[l4+13]&tcpFlagPSH == 0})
 		c.out = append(c.out, Super{Index: i, Len: len(pkt), Segments: 1, SegmentSize: len(pkt) - hdr, L4: l4})
+		if c.heads[len(c.heads)-1].open {
+			if len(c.open) == maxOpen {
+				c.heads[c.open[0]].open = false
+				c.prune()
+			}
+			c.open = append(c.open, len(c.heads)-1)
+		}
 	}
 	for _, h := range c.heads {
 		if s := &c.out[h.super]; s.Segments > 1 {
@@ -108,10 +127,10 @@ func coalescible(pkt []byte) (l4, hdr int, ok bool) {
 
 // head returns the open super-packet of pkt's flow whose headers pkt
 // matches and whose next sequence number pkt carries, or nil.
-func (c *Coalescer) head(bufs [][]byte, off int, pkt []byte, l4, hdr int) *groHead {
-	for k := range c.heads {
+func (c *Coalescer) head(bufs [][]byte, off int, pkt []byte, key uint64, l4, hdr int) *groHead {
+	for _, k := range c.open {
 		h := &c.heads[k]
-		if !h.open || h.l4 != l4 || h.hdr != hdr {
+		if h.key != key || h.l4 != l4 || h.hdr != hdr {
 			continue
 		}
 		s := &c.out[h.super]
@@ -127,15 +146,45 @@ func (c *Coalescer) head(bufs [][]byte, off int, pkt []byte, l4, hdr int) *groHe
 	return nil
 }
 
-// closeFlowOf ends the open super-packet of pkt's flow, if any, so that
-// nothing after pkt joins a packet written before it.
-func (c *Coalescer) closeFlowOf(bufs [][]byte, off int, pkt []byte) {
-	for k := range c.heads {
+// closeFlowOf ends the open super-packet of pkt's flow, whose flowKey is
+// key, if any, so that nothing after pkt joins a packet written before it.
+func (c *Coalescer) closeFlowOf(bufs [][]byte, off int, pkt []byte, key uint64) {
+	for _, k := range c.open {
 		h := &c.heads[k]
-		if h.open && sameFlow(bufs[c.out[h.super].Index][off:], h.l4, pkt, l4Of(pkt)) {
+		if h.key == key && sameFlow(bufs[c.out[h.super].Index][off:], h.l4, pkt, l4Of(pkt)) {
 			h.open = false
 		}
 	}
+	c.prune()
+}
+
+// prune drops the heads that can take no more segments from the open list.
+func (c *Coalescer) prune() {
+	kept := c.open[:0]
+	for _, k := range c.open {
+		if c.heads[k].open {
+			kept = append(kept, k)
+		}
+	}
+	c.open = kept
+}
+
+// flowKey mixes pkt's addresses and the first four bytes after its IP
+// header (a TCP or UDP packet's ports) into a number that differs between
+// most flows and is the same for all packets of one, so that matching a
+// packet against a super-packet rarely needs to compare their bytes.
+func flowKey(pkt []byte) uint64 {
+	const k1, k2, k3 = 0x9e3779b97f4a7c15, 0xc2b2ae3d27d4eb4f, 0x165667b19e3779f9
+	l4 := l4Of(pkt)
+	if l4 < 20 || len(pkt) < l4+4 {
+		return 0
+	}
+	ports := uint64(binary.BigEndian.Uint32(pkt[l4:]))
+	if pkt[0]>>4 == 4 {
+		return binary.BigEndian.Uint64(pkt[12:]) ^ ports*k1
+	}
+	return binary.BigEndian.Uint64(pkt[8:]) ^ binary.BigEndian.Uint64(pkt[16:])*k1 ^
+		binary.BigEndian.Uint64(pkt[24:])*k2 ^ binary.BigEndian.Uint64(pkt[32:])*k3 ^ ports
 }
 
 // l4Of returns where the transport header of IP packet pkt starts, not

@@ -192,6 +192,26 @@ func TestCoalescePassesUnchanged(t *testing.T) {
 	}
 }
 
+func TestCoalescePassesMalformedPacketsUnchanged(t *testing.T) {
+	seg := stream(t, false, 1000, 2000, 1000, TCPFlagACK)
+	junk := [][]byte{{}, {0x45}, {0x41, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, {0x60, 1, 2}, make([]byte, 30)}
+	in := [][]byte{seg[0]}
+	for _, j := range junk {
+		in = append(in, append(make([]byte, groOff), j...))
+	}
+	in = append(in, seg[1])
+	// The junk is no flow's, so the two segments around it still join.
+	written, supers := coalesce(in)
+	if len(written) != len(junk)+1 || supers[0].Segments != 2 {
+		t.Fatalf("%+v, want the segments joined and every other packet alone", supers)
+	}
+	for i, j := range junk {
+		if !bytes.Equal(written[i+1], j) {
+			t.Fatalf("malformed packet %d changed: % x, want % x", i, written[i+1], j)
+		}
+	}
+}
+
 func TestCoalesceStopsAtTheBufferEnd(t *testing.T) {
 	segs := stream(t, false, 1000, 4000, 1000, TCPFlagACK)
 	bufs := make([][]byte, len(segs))
@@ -257,5 +277,34 @@ func TestSegmentAndCoalesceDoNotAllocate(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Fatalf("%v allocations per segment and join, want 0", allocs)
+	}
+}
+
+func TestCoalesceJoinsUpToEightFlowsAtOnce(t *testing.T) {
+	for _, flows := range []int{8, 20} {
+		var streams [][][]byte
+		for f := range flows {
+			streams = append(streams, stream(t, f%2 == 1, uint16(1000+f), 3000, 1000, TCPFlagACK))
+		}
+		var in [][]byte
+		for i := range 3 {
+			for _, s := range streams {
+				in = append(in, s[i])
+			}
+		}
+		written, supers := coalesce(in)
+		got, want := byFlow(resegment(t, written, supers)), byFlow(payloads(in))
+		for port := range want {
+			checkSame(t, got[port], want[port])
+		}
+		// Eight flows stay open together; with more, each new one closes
+		// the oldest before its next segment comes, and nothing joins.
+		wantWritten := flows
+		if flows > maxOpen {
+			wantWritten = len(in)
+		}
+		if len(written) != wantWritten {
+			t.Fatalf("%d flows: %d packets written, want %d", flows, len(written), wantWritten)
+		}
 	}
 }
