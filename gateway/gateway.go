@@ -1,5 +1,6 @@
 // Package gateway is Snorkel's data-plane engine. It reads batches of packets
-// from a tun.Device (a kernel TUN device or a gVisor netstack), routes each by
+// from a tun.Device (a kernel TUN device, whose offloads it handles itself
+// (offload_linux.go), or a gVisor netstack), routes each by
 // longest-prefix match on its destination to a remote cluster, clamps TCP MSS
 // to the tunnel MTU and hands the batch to a transport; in the other
 // direction it takes decapsulated batches from the transport, drops any packet
