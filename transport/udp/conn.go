@@ -175,9 +175,8 @@ func (c *Conn) sockFor(addr netip.Addr) *socket {
 }
 
 // Send writes each of bufs as one UDP datagram to dst. len(bufs) is at most
-// BatchSize. With GSO, runs of equal-sized datagrams go in one message: the
-// datagrams after the first of a run are copied into the capacity behind it,
-// so the caller must own that tailroom.
+// BatchSize. With GSO, runs of equal-sized datagrams go in one message, which
+// the kernel gathers from their buffers; bufs are only read.
 func (c *Conn) Send(bufs [][]byte, dst netip.AddrPort) error {
 	if c.closed.Load() {
 		return ErrClosed
@@ -203,15 +202,14 @@ func (c *Conn) Send(bufs [][]byte, dst netip.AddrPort) error {
 		// checksum offload), so each datagram goes on its own from now
 		// on. EINVAL: a segment does not fit the path's MTU, which only
 		// this batch's datagrams need to know. Either way the batch goes
-		// again without segmentation: the runs' first buffers still begin
-		// with their own datagrams, and the others were only read.
+		// again without segmentation.
 		if errors.Is(err, unix.EIO) {
 			c.gsoOff.Store(true)
 		}
 		n = sc.prepare(bufs, false, 0)
 		err = sc.send(s, n)
 	}
-	sc.clear(n)
+	sc.clear(len(bufs))
 	sendPool.Put(sc)
 	if err == nil {
 		return nil

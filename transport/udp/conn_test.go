@@ -123,12 +123,14 @@ func (c *collector) wait(t *testing.T, n int) {
 }
 
 // payload is datagram i of a test batch: its index and a fill pattern, with
-// the last one shorter so that a GSO batch ends on a short segment.
+// the last one shorter so that a GSO batch ends on a short segment. Its
+// buffer has no room behind it: the kernel gathers a GSO message from the
+// datagrams' own buffers.
 func payload(i, n, size int) []byte {
 	if i == n-1 {
 		size /= 2
 	}
-	p := make([]byte, size, size+transport.BufSize)
+	p := make([]byte, size)
 	binary.BigEndian.PutUint32(p, uint32(i))
 	for j := 4; j < size; j++ {
 		p[j] = byte(i + j)

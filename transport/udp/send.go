@@ -66,36 +66,38 @@ func (sc *sendScratch) setDest(addr netip.Addr, port uint16) {
 // prepare builds the messages that send bufs and returns their number. With
 // gso, a run of datagrams of the size of its first, optionally ended by one
 // shorter, becomes one message of up to maxSegments datagrams and max
-// bytes: the others are appended to the first within its capacity, and a
-// UDP_SEGMENT control message tells the kernel where to cut.
+// bytes, each datagram one of its buffers' descriptors, and a UDP_SEGMENT
+// control message tells the kernel where to cut: the kernel gathers the
+// run as it copies it in, so nothing is copied here.
 func (sc *sendScratch) prepare(bufs [][]byte, gso bool, max int) int {
 	n := 0
 	for i := 0; i < len(bufs); n++ {
-		msg := bufs[i]
-		size := len(msg)
-		segs := 1
+		first := i
+		size := len(bufs[i])
+		total := size
 		i++
-		for gso && size > 0 && i < len(bufs) && segs < maxSegments {
-			b := bufs[i]
-			if len(b) == 0 || len(b) > size || len(msg)+len(b) > max || len(msg)+len(b) > cap(msg) {
+		for gso && size > 0 && i < len(bufs) && i-first < maxSegments {
+			l := len(bufs[i])
+			if l == 0 || l > size || total+l > max {
 				break
 			}
-			msg = append(msg, b...)
-			segs++
+			total += l
 			i++
-			if len(b) < size {
+			if l < size {
 				break
 			}
 		}
-		sc.iovs[n] = unix.Iovec{}
-		if len(msg) > 0 {
-			sc.iovs[n].Base = &msg[0]
-			sc.iovs[n].SetLen(len(msg))
+		for k := first; k < i; k++ {
+			sc.iovs[k] = unix.Iovec{}
+			if len(bufs[k]) > 0 {
+				sc.iovs[k].Base = &bufs[k][0]
+				sc.iovs[k].SetLen(len(bufs[k]))
+			}
 		}
 		h := &sc.msgs[n].Hdr
-		*h = unix.Msghdr{Name: sc.name, Namelen: sc.nlen, Iov: &sc.iovs[n]}
-		h.SetIovlen(1)
-		if segs > 1 {
+		*h = unix.Msghdr{Name: sc.name, Namelen: sc.nlen, Iov: &sc.iovs[first]}
+		h.SetIovlen(i - first)
+		if i-first > 1 {
 			c := unsafe.Slice((*byte)(unsafe.Pointer(&sc.ctrl[n])), segmentCmsgSpace)
 			hdr := (*unix.Cmsghdr)(unsafe.Pointer(&c[0]))
 			hdr.Level, hdr.Type = unix.SOL_UDP, unix.UDP_SEGMENT
@@ -139,8 +141,8 @@ func (sc *sendScratch) write(fd uintptr) bool {
 	return true
 }
 
-// clear drops the first n messages' references to the caller's buffers, so
-// that the pool does not keep them alive.
+// clear drops the references to the caller's buffers of a send of n
+// datagrams, so that the pool does not keep them alive.
 func (sc *sendScratch) clear(n int) {
 	for i := range n {
 		sc.iovs[i].Base = nil
