@@ -10,13 +10,22 @@ import (
 // ^Checksum(data, pseudoHeaderSum), and data that includes a correct checksum
 // field sums to 0xffff. An odd trailing byte is padded with a zero byte.
 func Checksum(b []byte, initial uint16) uint16 {
-	return fold(sum(b, uint64(initial)))
+	b, acc := sumBulk(b, uint64(initial))
+	return fold(sumScalar(b, acc))
 }
 
 // sum adds b to acc as big-endian words with end-around carry. Adding 64-bit
 // words is equivalent to adding their 16-bit parts because 2^16 ≡ 1 modulo
-// 0xffff (RFC 1071, section 2(B)).
+// 0xffff (RFC 1071, section 2(B)). The bulk of a long b goes through the
+// architecture's vector loop, where it has one (sumBulk).
 func sum(b []byte, acc uint64) uint64 {
+	b, acc = sumBulk(b, acc)
+	return sumScalar(b, acc)
+}
+
+// sumScalar is sum without the vector loop, for the short inputs (headers,
+// addresses) that would never reach it.
+func sumScalar(b []byte, acc uint64) uint64 {
 	var carry uint64
 	for len(b) >= 32 {
 		acc, carry = bits.Add64(acc, binary.BigEndian.Uint64(b), carry)
@@ -60,8 +69,8 @@ func fold(acc uint64) uint16 {
 // (4-byte addresses), RFC 8200 section 8.1 for IPv6 (16-byte addresses).
 // length is the upper-layer packet length.
 func PseudoHeaderChecksum(proto uint8, src, dst []byte, length int) uint16 {
-	acc := sum(src, 0)
-	acc = sum(dst, acc)
+	acc := sumScalar(src, 0)
+	acc = sumScalar(dst, acc)
 	return fold(acc + uint64(proto) + uint64(length))
 }
 

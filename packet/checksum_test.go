@@ -52,6 +52,52 @@ func TestChecksumMatchesReferenceOnRandomInput(t *testing.T) {
 	}
 }
 
+// TestChecksumWideAndScalarMatchReference covers the vector loop's
+// lengths, its boundary with the scalar tail and unaligned starts, and the
+// scalar loop alone on the same input.
+func TestChecksumWideAndScalarMatchReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	buf := make([]byte, 65536+8)
+	for _, n := range []int{255, 256, 257, 319, 320, 1448, 1500, 9000, 65535, 65536} {
+		for _, fill := range []string{"random", "ones"} {
+			for start := range 8 {
+				b := buf[start : start+n]
+				for j := range b {
+					b[j] = byte(r.Uint32())
+					if fill == "ones" {
+						b[j] = 0xff
+					}
+				}
+				initial := uint16(r.Uint32())
+				want := refSum(append([]byte{byte(initial >> 8), byte(initial)}, b...))
+				if got := Checksum(b, initial); got != want {
+					t.Fatalf("len %d %s start %d: Checksum = %#04x, reference %#04x", n, fill, start, got, want)
+				}
+				if got := fold(sumScalar(b, uint64(initial))); got != want {
+					t.Fatalf("len %d %s start %d: scalar sum = %#04x, reference %#04x", n, fill, start, got, want)
+				}
+			}
+		}
+	}
+}
+
+// FuzzChecksum checks Checksum, and its scalar loop alone, against the
+// reference on any input.
+func FuzzChecksum(f *testing.F) {
+	f.Add(make([]byte, 300), uint16(0), uint8(0))
+	f.Add([]byte{0xff, 0xff, 0xff}, uint16(0xffff), uint8(1))
+	f.Fuzz(func(t *testing.T, data []byte, initial uint16, start uint8) {
+		b := data[min(int(start%8), len(data)):]
+		want := refSum(append([]byte{byte(initial >> 8), byte(initial)}, b...))
+		if got := Checksum(b, initial); got != want {
+			t.Fatalf("len %d: Checksum = %#04x, reference %#04x", len(b), got, want)
+		}
+		if got := fold(sumScalar(b, uint64(initial))); got != want {
+			t.Fatalf("len %d: scalar sum = %#04x, reference %#04x", len(b), got, want)
+		}
+	})
+}
+
 func TestPseudoHeaderChecksumMatchesReference(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for range 1000 {

@@ -70,7 +70,7 @@ func (m ICMPv4) SetIdent(id uint16) {
 // ComputeChecksum returns the checksum of the whole message m computed from
 // scratch, as it should be stored. ICMPv4 has no pseudo-header.
 func (m ICMPv4) ComputeChecksum() uint16 {
-	return ^fold(sum(m[icmpChecksumOffset+2:], sum(m[:icmpChecksumOffset], 0)))
+	return ^fold(sum(m[icmpChecksumOffset+2:], sumScalar(m[:icmpChecksumOffset], 0)))
 }
 
 // Type returns the message type.
@@ -108,7 +108,7 @@ func (m ICMPv6) SetIdent(id uint16) {
 // scratch, as it should be stored; pseudo is the PseudoHeaderChecksum
 // (RFC 4443, section 2.3).
 func (m ICMPv6) ComputeChecksum(pseudo uint16) uint16 {
-	return ^fold(sum(m[icmpChecksumOffset+2:], sum(m[:icmpChecksumOffset], uint64(pseudo))))
+	return ^fold(sum(m[icmpChecksumOffset+2:], sumScalar(m[:icmpChecksumOffset], uint64(pseudo))))
 }
 
 func icmpv4IsError(typ uint8) bool {

@@ -68,7 +68,7 @@ func (h IPv4) SetChecksum(c uint16) { binary.BigEndian.PutUint16(h[10:], c) }
 // HeaderLen bytes, as it should be stored.
 func (h IPv4) ComputeChecksum() uint16 {
 	hl := h.HeaderLen()
-	return ^fold(sum(h[12:hl], sum(h[:10], 0)))
+	return ^fold(sumScalar(h[12:hl], sumScalar(h[:10], 0)))
 }
 
 // IsChecksumValid reports whether the header checksum verifies. The header

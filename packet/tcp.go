@@ -68,5 +68,5 @@ func (t TCP) SetDstPort(port uint16) {
 // ComputeChecksum returns the checksum of the whole segment t computed from
 // scratch, as it should be stored; pseudo is the PseudoHeaderChecksum.
 func (t TCP) ComputeChecksum(pseudo uint16) uint16 {
-	return ^fold(sum(t[tcpChecksumOffset+2:], sum(t[:tcpChecksumOffset], uint64(pseudo))))
+	return ^fold(sum(t[tcpChecksumOffset+2:], sumScalar(t[:tcpChecksumOffset], uint64(pseudo))))
 }

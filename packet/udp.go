@@ -49,7 +49,7 @@ func (u UDP) updateChecksum16(old, new uint16) {
 // PseudoHeaderChecksum. u must hold Length bytes.
 func (u UDP) ComputeChecksum(pseudo uint16) uint16 {
 	n := int(u.Length())
-	return udpChecksum(^fold(sum(u[udpChecksumOffset+2:n], sum(u[:udpChecksumOffset], uint64(pseudo)))))
+	return udpChecksum(^fold(sum(u[udpChecksumOffset+2:n], sumScalar(u[:udpChecksumOffset], uint64(pseudo)))))
 }
 
 // udpChecksum maps a computed checksum of zero to 0xffff, because zero in the
