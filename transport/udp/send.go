@@ -26,8 +26,9 @@ func maxPayload(addr netip.Addr) int {
 	return 65535 - 8
 }
 
-// sendScratch is the memory of one Send: the message headers, their
-// buffers' descriptors and control messages, and the destination. It is
+// sendScratch is the memory of one Send: the message headers, an iovec
+// entry per datagram (a message's entries are consecutive), the control
+// messages, and the destination. It is
 // pooled, and its write method is bound once so that handing it to the
 // socket's RawConn does not allocate.
 type sendScratch struct {
@@ -66,9 +67,9 @@ func (sc *sendScratch) setDest(addr netip.Addr, port uint16) {
 // prepare builds the messages that send bufs and returns their number. With
 // gso, a run of datagrams of the size of its first, optionally ended by one
 // shorter, becomes one message of up to maxSegments datagrams and max
-// bytes, each datagram one of its buffers' descriptors, and a UDP_SEGMENT
-// control message tells the kernel where to cut: the kernel gathers the
-// run as it copies it in, so nothing is copied here.
+// bytes whose iovec has one entry per datagram, and a UDP_SEGMENT control
+// message tells the kernel where to cut: the kernel gathers the run as it
+// copies it in, so nothing is copied here.
 func (sc *sendScratch) prepare(bufs [][]byte, gso bool, max int) int {
 	n := 0
 	for i := 0; i < len(bufs); n++ {
