@@ -99,7 +99,6 @@ type Gateway struct {
 
 	unattr       counters // drops of packets that belong to no remote
 	now          atomic.Int64
-	nowNano      atomic.Int64 // the same coarse clock, for the NAT engine
 	tooBigBudget atomic.Int64 // ICMP errors left in the current second
 	publicKey    string
 
@@ -270,9 +269,7 @@ func (g *Gateway) clock() {
 }
 
 func (g *Gateway) tick() {
-	t := time.Now()
-	g.nowNano.Store(t.UnixNano())
-	sec := t.Unix()
+	sec := time.Now().Unix()
 	if g.now.Swap(sec) != sec {
 		g.tooBigBudget.Store(maxTooBigPerSecond)
 		if h := g.set.Load().health; h != nil {

@@ -6,7 +6,6 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/snorkel-net/snorkel/natengine"
 	"github.com/snorkel-net/snorkel/packet"
@@ -311,7 +310,6 @@ func (g *Gateway) startNAT() error {
 	gs := g.spec.globalnet
 	e, err := natengine.New(natengine.Config{
 		MaxFlows: gs.maxFlows,
-		Now:      func() time.Time { return time.Unix(0, g.nowNano.Load()) },
 		Rand:     rand.Uint32,
 	})
 	if err != nil {
