@@ -7,6 +7,9 @@
 // whose inner source does not belong to the sending cluster, and writes the
 // rest to the device. With Globalnet, remotes are known by their global CIDRs
 // and the NAT engine (package natengine) translates every packet on the way.
+// On a kernel TUN a super-packet is routed and translated whole, then cut
+// (super_linux.go); on the way in, a flow's segments are joined first and
+// translated once, by the first one's headers.
 // Without it, packets to the clusterset IP range (the VIPs of MCS
 // ServiceImports) are given a backend by natengine.Clusterset first, and
 // written back to the device when that backend is local (clusterset.go).
@@ -294,8 +297,22 @@ func (g *Gateway) readLoop(dev tun.Device) error {
 	icmp := [1][]byte{make([]byte, transport.Headroom+1280)}
 	const off = transport.Headroom
 	var p packet.Parsed
+	od, _ := dev.(*offloadTUN)
+	segs := make([][]byte, 0, n)
 	for {
-		cnt, err := dev.Read(bufs, sizes, off)
+		var cnt int
+		var err error
+		if od != nil && !od.pending() {
+			var tp tunPacket
+			if tp, err = od.readPacket(bufs[0][off:]); err == nil {
+				if tp.size > 0 && g.sendSuper(tp, bufs, sizes, segs, &p) {
+					continue
+				}
+				cnt, err = od.cut(tp, bufs, sizes, off)
+			}
+		} else {
+			cnt, err = dev.Read(bufs, sizes, off)
+		}
 		if err != nil {
 			if errors.Is(err, tun.ErrTooManySegments) {
 				// The device split a super-packet into more segments than
@@ -433,6 +450,11 @@ type deliverScratch struct {
 	// p lives here, not on Deliver's stack: passing it to the Translator
 	// interface would move it to the heap on every call.
 	p packet.Parsed
+	// For a device that takes super-packets: the remote each packet of
+	// out came from, their lengths, and the joining.
+	srcs  []int
+	sizes []int
+	gro   packet.Coalescer
 }
 
 // Deliver is the ingress path: transport → anti-spoofing → (with Globalnet:
@@ -440,53 +462,51 @@ type deliverScratch struct {
 // remote backend's reply rewritten to come from its VIP) → a local
 // destination → device. It implements transport.Deliverer. Health probes and their replies
 // to the health address leave the path first, untranslated: the gateway
-// answers or matches them itself.
+// answers or matches them itself. On a device that takes super-packets,
+// a flow's segments are joined after the anti-spoofing checks, and what
+// follows is done once per super-packet, on its first segment's headers.
 func (g *Gateway) Deliver(peer int, bufs [][]byte, offset int) {
 	sc := g.scratch.Get().(*deliverScratch)
 	rs := g.set.Load()
 	for len(sc.tallies) < len(rs.bySlot) {
 		sc.tallies = append(sc.tallies, tally{})
 	}
+	var od *offloadTUN
+	dev := g.dev.Load()
+	if dev != nil {
+		od, _ = (*dev).(*offloadTUN)
+	}
 	out := sc.out[:0]
 	p := &sc.p
 	pathMTU := int(g.pathMTU.Load())
 	for _, b := range bufs {
 		pkt := b[offset:]
-		if p.Decode(pkt) != packet.DropNone {
-			g.peerCounters(rs, peer).drops[dropMalformed].Add(1)
+		src, ok := g.admit(rs, peer, pkt, p)
+		if !ok {
 			continue
 		}
-		if h := rs.health; h != nil && p.Proto == h.proto && p.Dst == h.addr && g.healthReceive(rs, peer, pkt[:p.Length], p) {
+		if od != nil {
+			out = append(out, b[:offset+p.Length])
+			sc.srcs = append(sc.srcs, src)
 			continue
 		}
-		src := rs.routes.lookup(p.Version, &p.Src)
-		if src == noRoute || (peer != transport.PeerAny && src != peer) {
-			g.peerCounters(rs, peer).drops[dropSpoofedSource].Add(1)
+		if !g.admitLocal(rs, src, pkt[:p.Length], p, pathMTU, 1) {
 			continue
 		}
-		c := rs.bySlot[src].c
-		// With Globalnet a remote reaches this cluster only at its global
-		// CIDR: the pod and service CIDRs behind it are the remote's own
-		// too, and must not be addressable untranslated.
-		if g.globalRoutes != nil && g.globalRoutes.lookup(p.Version, &p.Dst) == noRoute {
-			c.drops[dropBadDestination].Add(1)
-			continue
-		}
-		if g.xlate != nil && !g.xlate.Ingress(src, pkt[:p.Length], p) {
-			c.drops[dropTranslate].Add(1)
-			continue
-		}
-		if cs := g.clusterset.Load(); cs != nil {
-			cs.eng.Ingress(pkt[:p.Length], p)
-		}
-		if rs.local.lookup(p.Version, &p.Dst) == noRoute {
-			c.drops[dropBadDestination].Add(1)
-			continue
-		}
-		clampMSS(pkt[:p.Length], p, pathMTU)
 		out = append(out, b[:offset+p.Length])
 		sc.tallies[src].packets++
 		sc.tallies[src].bytes += uint64(p.Length)
+	}
+	switch {
+	case len(out) == 0:
+	case od != nil:
+		g.deliverSupers(od, sc, rs, out, offset, pathMTU)
+	case dev == nil:
+		g.unattributed().drops[dropTUNWrite].Add(uint64(len(out)))
+	default:
+		if _, err := (*dev).Write(out, offset); err != nil {
+			g.unattributed().drops[dropTUNWrite].Add(uint64(len(out)))
+		}
 	}
 	now := g.now.Load()
 	for r := range sc.tallies {
@@ -500,16 +520,90 @@ func (g *Gateway) Deliver(peer int, bufs [][]byte, offset int) {
 			sc.tallies[r] = tally{}
 		}
 	}
-	if len(out) > 0 {
-		if dev := g.dev.Load(); dev == nil {
-			g.unattributed().drops[dropTUNWrite].Add(uint64(len(out)))
-		} else if _, err := (*dev).Write(out, offset); err != nil {
-			g.unattributed().drops[dropTUNWrite].Add(uint64(len(out)))
-		}
-	}
 	clear(out)
 	sc.out = out[:0]
+	sc.srcs = sc.srcs[:0]
 	g.scratch.Put(sc)
+}
+
+// admit decodes pkt, from peer, into p, takes it if it is a health probe
+// or reply, and checks that its source belongs to the remote it came from
+// and, with Globalnet, that it is addressed to this cluster's global CIDR.
+// It returns the remote's slot, or false for a packet that goes no
+// further, its drop counted.
+func (g *Gateway) admit(rs *remoteSet, peer int, pkt []byte, p *packet.Parsed) (int, bool) {
+	if p.Decode(pkt) != packet.DropNone {
+		g.peerCounters(rs, peer).drops[dropMalformed].Add(1)
+		return 0, false
+	}
+	if h := rs.health; h != nil && p.Proto == h.proto && p.Dst == h.addr && g.healthReceive(rs, peer, pkt[:p.Length], p) {
+		return 0, false
+	}
+	src := rs.routes.lookup(p.Version, &p.Src)
+	if src == noRoute || (peer != transport.PeerAny && src != peer) {
+		g.peerCounters(rs, peer).drops[dropSpoofedSource].Add(1)
+		return 0, false
+	}
+	// With Globalnet a remote reaches this cluster only at its global
+	// CIDR: the pod and service CIDRs behind it are the remote's own
+	// too, and must not be addressable untranslated.
+	if g.globalRoutes != nil && g.globalRoutes.lookup(p.Version, &p.Dst) == noRoute {
+		rs.bySlot[src].c.drops[dropBadDestination].Add(1)
+		return 0, false
+	}
+	return src, true
+}
+
+// admitLocal translates pkt, decoded into p, from the remote in slot src,
+// checks that it is then addressed to this cluster, and clamps a SYN's
+// MSS. It reports false for a packet to drop, counted as segments drops.
+func (g *Gateway) admitLocal(rs *remoteSet, src int, pkt []byte, p *packet.Parsed, pathMTU, segments int) bool {
+	c := rs.bySlot[src].c
+	if g.xlate != nil && !g.xlate.Ingress(src, pkt, p) {
+		c.drops[dropTranslate].Add(uint64(segments))
+		return false
+	}
+	if cs := g.clusterset.Load(); cs != nil {
+		cs.eng.Ingress(pkt, p)
+	}
+	if rs.local.lookup(p.Version, &p.Dst) == noRoute {
+		c.drops[dropBadDestination].Add(uint64(segments))
+		return false
+	}
+	clampMSS(pkt, p, pathMTU)
+	return true
+}
+
+// deliverSupers joins the admitted packets bufs, from the remotes in
+// sc.srcs, into super-packets, takes each through admitLocal once by its
+// first segment, and writes those left to od.
+func (g *Gateway) deliverSupers(od *offloadTUN, sc *deliverScratch, rs *remoteSet, bufs [][]byte, offset, pathMTU int) {
+	sc.sizes = sc.sizes[:0]
+	for _, b := range bufs {
+		sc.sizes = append(sc.sizes, len(b)-offset)
+	}
+	supers := sc.gro.Group(bufs, sc.sizes, offset)
+	kept := supers[:0]
+	p := &sc.p
+	for _, s := range supers {
+		first := bufs[s.Index][offset : offset+sc.sizes[s.Index]]
+		src := sc.srcs[s.Index]
+		p.Decode(first) // as admit did
+		if !g.admitLocal(rs, src, first, p, pathMTU, s.Segments) {
+			continue
+		}
+		s.Finish(first)
+		kept = append(kept, s)
+		t := &sc.tallies[src]
+		t.packets += uint64(s.Segments)
+		t.bytes += uint64(len(first))
+		for _, j := range s.Joined {
+			t.bytes += uint64(sc.sizes[j])
+		}
+	}
+	if err := od.writeSupers(bufs, sc.sizes, offset, kept); err != nil {
+		g.unattributed().drops[dropTUNWrite].Add(uint64(len(bufs)))
+	}
 }
 
 // peerCounters returns the counters drops are charged to when a packet from

@@ -47,9 +47,9 @@ type offloadTUN struct {
 
 	wmu     sync.Mutex // Write's state: the read loop and receivers write
 	gro     packet.Coalescer
-	wbufs   [][]byte
 	wsizes  []int
-	wcur    []byte
+	whdr    [virtioNetHdrLen]byte
+	wiov    []unix.Iovec // the header and the pieces of the packet written
 	werrno  unix.Errno
 	writeFn func(fd uintptr) bool
 }
@@ -92,30 +92,57 @@ func withOffloads(dev tun.Device) (tun.Device, error) {
 	return d, nil
 }
 
+// tunPacket is what one read of the device brought: a packet, or, with
+// size > 0, a super-packet of proto whose transport header starts at l4 and
+// whose segments carry size payload bytes each.
+type tunPacket struct {
+	pkt      []byte
+	proto    uint8
+	l4, size int
+}
+
 // Read reads one packet or super-packet into bufs[0][offset:] and cuts a
 // super-packet into bufs[0:n], one segment per buffer. Segments that do
 // not fit come from the following calls, before the device is read again.
 func (d *offloadTUN) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
-	if len(d.rest.pkt) > 0 {
-		if n := d.rest.take(bufs, sizes, offset); n > 0 {
-			return n, nil
-		}
-		return 0, errBadOffload
+	if d.pending() {
+		return d.takeRest(bufs, sizes, offset)
 	}
-	buf := bufs[0][offset:]
+	tp, err := d.readPacket(bufs[0][offset:])
+	if err != nil {
+		return 0, err
+	}
+	return d.cut(tp, bufs, sizes, offset)
+}
+
+// pending reports whether segments of the last super-packet are still to
+// be handed out.
+func (d *offloadTUN) pending() bool { return len(d.rest.pkt) > 0 }
+
+func (d *offloadTUN) takeRest(bufs [][]byte, sizes []int, offset int) (int, error) {
+	if n := d.rest.take(bufs, sizes, offset); n > 0 {
+		return n, nil
+	}
+	return 0, errBadOffload
+}
+
+// readPacket reads one packet or super-packet into buf, completing a
+// packet's partial checksum; a super-packet's checksums are left to the
+// cut.
+func (d *offloadTUN) readPacket(buf []byte) (tunPacket, error) {
 	d.riov[0] = unix.Iovec{Base: &d.rhdr[0]}
 	d.riov[0].SetLen(virtioNetHdrLen)
 	d.riov[1] = unix.Iovec{Base: &buf[0]}
 	d.riov[1].SetLen(len(buf))
 	if err := d.rc.Read(d.readFn); err != nil {
-		return 0, d.closedErr(err)
+		return tunPacket{}, d.closedErr(err)
 	}
 	d.riov[1].Base = nil
 	if d.rerrno != 0 {
-		return 0, d.closedErr(d.rerrno)
+		return tunPacket{}, d.closedErr(d.rerrno)
 	}
 	if d.rn < virtioNetHdrLen {
-		return 0, errBadOffload
+		return tunPacket{}, errBadOffload
 	}
 	pkt := buf[:d.rn-virtioNetHdrLen]
 	h := &d.rhdr
@@ -123,30 +150,34 @@ func (d *offloadTUN) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 	gsoSize := int(binary.NativeEndian.Uint16(h[4:]))
 	csumStart := int(binary.NativeEndian.Uint16(h[6:]))
 	csumOffset := int(binary.NativeEndian.Uint16(h[8:]))
-	var proto uint8
 	switch gsoType {
 	case unix.VIRTIO_NET_HDR_GSO_NONE:
 		if flags&unix.VIRTIO_NET_HDR_F_NEEDS_CSUM != 0 && !packet.CompleteChecksum(pkt, csumStart, csumOffset) {
-			return 0, errBadOffload
+			return tunPacket{}, errBadOffload
 		}
-		sizes[0] = len(pkt)
-		return 1, nil
+		return tunPacket{pkt: pkt}, nil
 	case unix.VIRTIO_NET_HDR_GSO_TCPV4, unix.VIRTIO_NET_HDR_GSO_TCPV6:
-		proto = packet.ProtoTCP
+		return tunPacket{pkt: pkt, proto: packet.ProtoTCP, l4: csumStart, size: gsoSize}, nil
 	case unix.VIRTIO_NET_HDR_GSO_UDP_L4:
-		proto = packet.ProtoUDP
-	default:
-		return 0, errBadOffload
+		return tunPacket{pkt: pkt, proto: packet.ProtoUDP, l4: csumStart, size: gsoSize}, nil
 	}
-	segments := packet.Segments(pkt, proto, csumStart, gsoSize)
+	return tunPacket{}, errBadOffload
+}
+
+// cut puts tp, read into bufs[0][offset:], into bufs as packets: itself, or
+// its segments. Segments that do not fit are kept, in memory of their own,
+// for the following Reads.
+func (d *offloadTUN) cut(tp tunPacket, bufs [][]byte, sizes []int, offset int) (int, error) {
+	if tp.size == 0 {
+		sizes[0] = len(tp.pkt)
+		return 1, nil
+	}
+	segments := packet.Segments(tp.pkt, tp.proto, tp.l4, tp.size)
 	if segments > min(len(bufs), len(sizes)) {
-		d.rest = superPacket{pkt: append(d.rest.pkt[:0], pkt...), proto: proto, l4: csumStart, size: gsoSize, segments: segments}
-		if n := d.rest.take(bufs, sizes, offset); n > 0 {
-			return n, nil
-		}
-		return 0, errBadOffload
+		d.rest = superPacket{pkt: append(d.rest.pkt[:0], tp.pkt...), proto: tp.proto, l4: tp.l4, size: tp.size, segments: segments}
+		return d.takeRest(bufs, sizes, offset)
 	}
-	n := packet.Segment(pkt, proto, csumStart, gsoSize, bufs, sizes, offset)
+	n := packet.Segment(tp.pkt, tp.proto, tp.l4, tp.size, bufs, sizes, offset)
 	if n == 0 {
 		return 0, errBadOffload
 	}
@@ -173,55 +204,81 @@ func (d *offloadTUN) read(fd uintptr) bool {
 }
 
 // Write joins what it can of bufs[i][offset:] and writes each resulting
-// packet with its virtio-net header in the offset bytes before it. The
-// joined payloads go into the first segment's buffer, up to its capacity.
+// packet with its virtio-net header, gathered by the kernel from the
+// buffers of its segments: nothing is copied, and nothing before offset is
+// written.
 func (d *offloadTUN) Write(bufs [][]byte, offset int) (int, error) {
 	d.wmu.Lock()
 	defer d.wmu.Unlock()
-	d.wbufs, d.wsizes = d.wbufs[:0], d.wsizes[:0]
+	d.wsizes = d.wsizes[:0]
 	for _, b := range bufs {
-		d.wbufs = append(d.wbufs, b[:cap(b)])
 		d.wsizes = append(d.wsizes, len(b)-offset)
 	}
+	err := d.writeLocked(bufs, d.wsizes, offset, d.gro.Coalesce(bufs, d.wsizes, offset))
+	if errors.Is(err, os.ErrClosed) {
+		return 0, err
+	}
+	return len(bufs), err
+}
+
+// writeSupers writes the packets supers of bufs[i][offset:offset+sizes[i]],
+// as a Coalescer joined and finished them.
+func (d *offloadTUN) writeSupers(bufs [][]byte, sizes []int, offset int, supers []packet.Super) error {
+	d.wmu.Lock()
+	defer d.wmu.Unlock()
+	return d.writeLocked(bufs, sizes, offset, supers)
+}
+
+// writeLocked writes supers, one gathering write each; it goes on past a
+// packet the device refuses, and stops when the device is closed.
+func (d *offloadTUN) writeLocked(bufs [][]byte, sizes []int, offset int, supers []packet.Super) error {
+	defer func() { clear(d.wiov[:cap(d.wiov)]) }()
 	var errs error
-	for _, s := range d.gro.Coalesce(d.wbufs, d.wsizes, offset) {
-		b := d.wbufs[s.Index][offset-virtioNetHdrLen : offset+s.Len]
-		h := b[:virtioNetHdrLen]
-		clear(h)
+	for _, s := range supers {
+		h := &d.whdr
+		clear(h[:])
+		pkt := bufs[s.Index][offset : offset+sizes[s.Index]]
 		if s.Segments > 1 {
-			pkt := b[virtioNetHdrLen:]
 			h[0] = unix.VIRTIO_NET_HDR_F_NEEDS_CSUM
 			h[1] = unix.VIRTIO_NET_HDR_GSO_TCPV4
 			if pkt[0]>>4 == 6 {
 				h[1] = unix.VIRTIO_NET_HDR_GSO_TCPV6
 			}
-			binary.NativeEndian.PutUint16(h[2:], uint16(s.L4+int(pkt[s.L4+12]>>4)*4))
+			binary.NativeEndian.PutUint16(h[2:], uint16(s.Header))
 			binary.NativeEndian.PutUint16(h[4:], uint16(s.SegmentSize))
 			binary.NativeEndian.PutUint16(h[6:], uint16(s.L4))
 			binary.NativeEndian.PutUint16(h[8:], 16) // the TCP checksum field
 		}
-		d.wcur, d.werrno = b, 0
+		d.wiov = append(d.wiov[:0], iovec(h[:]), iovec(pkt))
+		for _, j := range s.Joined {
+			d.wiov = append(d.wiov, iovec(bufs[j][offset+s.Header:offset+sizes[j]]))
+		}
+		d.werrno = 0
 		err := d.rc.Write(d.writeFn)
 		if err == nil && d.werrno != 0 {
 			err = d.werrno
 		}
 		if err != nil {
 			if err = d.closedErr(err); errors.Is(err, os.ErrClosed) {
-				d.wcur = nil
-				return 0, err
+				return err
 			}
 			errs = errors.Join(errs, err)
 		}
 	}
-	d.wcur = nil
-	clear(d.wbufs)
-	return len(bufs), errs
+	return errs
+}
+
+// iovec is the entry of a gather list for b.
+func iovec(b []byte) unix.Iovec {
+	v := unix.Iovec{Base: unsafe.SliceData(b)}
+	v.SetLen(len(b))
+	return v
 }
 
 // write is the RawConn callback of Write.
 func (d *offloadTUN) write(fd uintptr) bool {
 	for {
-		_, _, e := unix.RawSyscall(unix.SYS_WRITE, fd, uintptr(unsafe.Pointer(&d.wcur[0])), uintptr(len(d.wcur)))
+		_, _, e := unix.RawSyscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&d.wiov[0])), uintptr(len(d.wiov)))
 		switch e {
 		case unix.EINTR:
 		case unix.EAGAIN:

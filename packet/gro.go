@@ -14,17 +14,23 @@ const maxCoalesced = 64
 // opening one more closes the oldest.
 const maxOpen = 8
 
-// Super is one packet a Coalescer leaves to write: bufs[Index][off:] up to
-// Len bytes. With Segments > 1 it joins that many TCP segments of
-// SegmentSize payload bytes each (the last may be shorter), its transport
-// header starts at L4, and its TCP checksum field holds the pseudo-header's
-// sum for the device to complete (virtio-net's NEEDS_CSUM).
+// Super is one packet a Coalescer leaves to write: the packet in
+// bufs[Index][off:off+sizes[Index]], followed, when Segments > 1, by the
+// payloads of the segments in Joined, bufs[j][off+Header:off+sizes[j]] in
+// that order, Len bytes in all. Nothing is copied: the device gathers the
+// pieces. A joined super-packet is Segments TCP segments of SegmentSize
+// payload bytes each (the last may be shorter); its headers, in the first
+// buffer, carry its whole length, its transport header starts at L4 and
+// its TCP checksum field holds the pseudo-header's sum for the device to
+// complete (virtio-net's NEEDS_CSUM).
 type Super struct {
 	Index       int
 	Len         int
 	Segments    int
 	SegmentSize int
 	L4          int
+	Header      int // the IP and TCP headers' length
+	Joined      []int
 }
 
 // Coalescer joins consecutive TCP segments of a flow in one batch into
@@ -36,9 +42,11 @@ type Super struct {
 // and a flow's packets keep their order. The zero value is ready; it is not
 // safe for concurrent use.
 type Coalescer struct {
-	out   []Super
-	heads []groHead
-	open  []int // the heads that may take a segment, oldest first
+	out    []Super
+	heads  []groHead
+	open   []int // the heads that may take a segment, oldest first
+	after  []int // the segment joined after bufs[i] in its super-packet, or -1
+	joined []int // the Joined lists of out, end to end
 }
 
 // groHead is a super-packet being built: its entry in out and what the
@@ -48,17 +56,36 @@ type groHead struct {
 	key     uint64 // flowKey of its packets
 	l4, hdr int
 	next    uint32 // the sequence number the next segment must have
+	last    int    // the index of its last segment
 	open    bool   // whether it can take another segment
 }
 
-// Coalesce joins what it can of bufs[i][off:off+sizes[i]], writing joined
-// payloads into the first segment's buffer within its length, and returns
-// the packets to write in order. The result is valid until the next call.
+// Coalesce joins what it can of bufs[i][off:off+sizes[i]] and returns the
+// packets to write in order. It writes only the joined super-packets'
+// headers, in their first segments. The result is valid until the next
+// call.
 func (c *Coalescer) Coalesce(bufs [][]byte, sizes []int, off int) []Super {
+	out := c.Group(bufs, sizes, off)
+	for _, s := range out {
+		s.Finish(bufs[s.Index][off : off+sizes[s.Index]])
+	}
+	return out
+}
+
+// Group is Coalesce but for the last step: each super-packet's headers are
+// its first segment's, for the caller to rewrite (translate its addresses,
+// say) before Finish makes them the whole packet's.
+func (c *Coalescer) Group(bufs [][]byte, sizes []int, off int) []Super {
 	c.out = c.out[:0]
 	c.heads = c.heads[:0]
 	c.open = c.open[:0]
+	if cap(c.after) < len(bufs) {
+		c.after = make([]int, len(bufs))
+		c.joined = make([]int, 0, len(bufs))
+	}
+	c.after = c.after[:len(bufs)]
 	for i := range bufs {
+		c.after[i] = -1
 		pkt := bufs[i][off : off+sizes[i]]
 		key := flowKey(pkt)
 		l4, hdr, ok := coalescible(pkt)
@@ -67,7 +94,7 @@ func (c *Coalescer) Coalesce(bufs [][]byte, sizes []int, off int) []Super {
 			c.out = append(c.out, Super{Index: i, Len: len(pkt), Segments: 1})
 			continue
 		}
-		if h := c.head(bufs, off, pkt, key, l4, hdr); h != nil && c.join(bufs, off, h, pkt) {
+		if h := c.head(bufs, off, pkt, key, l4, hdr); h != nil && c.join(bufs, sizes, off, h, i) {
 			if !h.open {
 				c.prune()
 			}
@@ -75,8 +102,8 @@ func (c *Coalescer) Coalesce(bufs [][]byte, sizes []int, off int) []Super {
 		}
 		c.closeFlowOf(bufs, off, pkt, key)
 		seq := binary.BigEndian.Uint32(pkt[l4+4:])
-		c.heads = append(c.heads, groHead{super: len(c.out), key: key, l4: l4, hdr: hdr, next: seq + uint32(len(pkt)-hdr), open: pkt[l4+13]&tcpFlagPSH == 0})
-		c.out = append(c.out, Super{Index: i, Len: len(pkt), Segments: 1, SegmentSize: len(pkt) - hdr, L4: l4})
+		c.heads = append(c.heads, groHead{super: len(c.out), key: key, l4: l4, hdr: hdr, next: seq + uint32(len(pkt)-hdr), last: i, open: pkt[l4+13]&tcpFlagPSH == 0})
+		c.out = append(c.out, Super{Index: i, Len: len(pkt), Segments: 1, SegmentSize: len(pkt) - hdr, L4: l4, Header: hdr})
 		if c.heads[len(c.heads)-1].open {
 			if len(c.open) == maxOpen {
 				c.heads[c.open[0]].open = false
@@ -85,10 +112,17 @@ func (c *Coalescer) Coalesce(bufs [][]byte, sizes []int, off int) []Super {
 			c.open = append(c.open, len(c.heads)-1)
 		}
 	}
+	c.joined = c.joined[:0]
 	for _, h := range c.heads {
-		if s := &c.out[h.super]; s.Segments > 1 {
-			finishSuper(bufs[s.Index][off:off+s.Len], h.l4)
+		s := &c.out[h.super]
+		if s.Segments == 1 {
+			continue
 		}
+		start := len(c.joined)
+		for j := c.after[s.Index]; j >= 0; j = c.after[j] {
+			c.joined = append(c.joined, j)
+		}
+		s.Joined = c.joined[start:len(c.joined):len(c.joined)]
 	}
 	return c.out
 }
@@ -196,21 +230,22 @@ func l4Of(pkt []byte) int {
 	return 40
 }
 
-// join appends pkt's payload to h's super-packet if it fits and the
-// checksums of both verify, and reports whether it did.
-func (c *Coalescer) join(bufs [][]byte, off int, h *groHead, pkt []byte) bool {
+// join adds segment i, bufs[i][off:off+sizes[i]], to h's super-packet if
+// it fits and the checksums of both verify, and reports whether it did.
+func (c *Coalescer) join(bufs [][]byte, sizes []int, off int, h *groHead, i int) bool {
 	s := &c.out[h.super]
+	pkt := bufs[i][off : off+sizes[i]]
 	payload := len(pkt) - h.hdr
-	if payload > s.SegmentSize || s.Segments >= maxCoalesced || s.Len+payload > 65535 ||
-		s.Len+payload > len(bufs[s.Index])-off || !validTCPChecksum(pkt, h.l4) {
+	if payload > s.SegmentSize || s.Segments >= maxCoalesced || s.Len+payload > 65535 || !validTCPChecksum(pkt, h.l4) {
 		return false
 	}
-	first := bufs[s.Index][off:]
-	if s.Segments == 1 && !validTCPChecksum(first[:s.Len], h.l4) {
+	first := bufs[s.Index][off : off+sizes[s.Index]]
+	if s.Segments == 1 && !validTCPChecksum(first, h.l4) {
 		h.open = false
 		return false
 	}
-	copy(first[s.Len:], pkt[h.hdr:])
+	c.after[h.last] = i
+	h.last = i
 	s.Len += payload
 	s.Segments++
 	h.next += uint32(payload)
@@ -261,17 +296,22 @@ func validTCPChecksum(pkt []byte, l4 int) bool {
 	return Checksum(pkt[l4:], PseudoHeaderChecksum(6, src, dst, len(pkt)-l4)) == 0xffff
 }
 
-// finishSuper gives a joined super-packet its lengths, a valid IPv4 header
-// checksum and a TCP checksum field holding the pseudo-header's sum.
-func finishSuper(pkt []byte, l4 int) {
-	src, dst := pkt[8:24], pkt[24:40]
-	if pkt[0]>>4 == 4 {
-		binary.BigEndian.PutUint16(pkt[2:], uint16(len(pkt)))
-		pkt[10], pkt[11] = 0, 0
-		binary.BigEndian.PutUint16(pkt[10:], ^Checksum(pkt[:l4], 0))
-		src, dst = pkt[12:16], pkt[16:20]
-	} else {
-		binary.BigEndian.PutUint16(pkt[4:], uint16(len(pkt)-40))
+// Finish gives the headers of joined super-packet s, in first, its first
+// segment, the whole packet's lengths, a valid IPv4 header checksum and a
+// TCP checksum field holding the pseudo-header's sum. Other packets it
+// leaves as they are.
+func (s Super) Finish(first []byte) {
+	if s.Segments < 2 {
+		return
 	}
-	binary.BigEndian.PutUint16(pkt[l4+16:], PseudoHeaderChecksum(6, src, dst, len(pkt)-l4))
+	src, dst := first[8:24], first[24:40]
+	if first[0]>>4 == 4 {
+		binary.BigEndian.PutUint16(first[2:], uint16(s.Len))
+		first[10], first[11] = 0, 0
+		binary.BigEndian.PutUint16(first[10:], ^Checksum(first[:s.L4], 0))
+		src, dst = first[12:16], first[16:20]
+	} else {
+		binary.BigEndian.PutUint16(first[4:], uint16(s.Len-40))
+	}
+	binary.BigEndian.PutUint16(first[s.L4+16:], PseudoHeaderChecksum(6, src, dst, s.Len-s.L4))
 }

@@ -3,6 +3,7 @@ package packet
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"testing"
 )
 
@@ -43,14 +44,26 @@ func coalesce(pkts [][]byte) (written [][]byte, supers []Super) {
 	}
 	var c Coalescer
 	for _, s := range c.Coalesce(bufs, sizes, groOff) {
-		pkt := bufs[s.Index][groOff : groOff+s.Len]
-		if s.Segments > 1 {
-			CompleteChecksum(pkt, s.L4, 16)
-		}
-		written = append(written, pkt)
+		written = append(written, gather(bufs, sizes, s))
 		supers = append(supers, s)
 	}
 	return written, supers
+}
+
+// gather is what a device writes for s: its pieces end to end, with a
+// joined packet's checksum completed.
+func gather(bufs [][]byte, sizes []int, s Super) []byte {
+	pkt := append([]byte{}, bufs[s.Index][groOff:groOff+sizes[s.Index]]...)
+	for _, j := range s.Joined {
+		pkt = append(pkt, bufs[j][groOff+s.Header:groOff+sizes[j]]...)
+	}
+	if len(pkt) != s.Len {
+		panic(fmt.Sprintf("a super-packet of %d bytes gathers %d", s.Len, len(pkt)))
+	}
+	if s.Segments > 1 {
+		CompleteChecksum(pkt, s.L4, 16)
+	}
+	return pkt
 }
 
 // resegment cuts what coalesce wrote back into segments as the device
@@ -212,7 +225,7 @@ func TestCoalescePassesMalformedPacketsUnchanged(t *testing.T) {
 	}
 }
 
-func TestCoalesceStopsAtTheBufferEnd(t *testing.T) {
+func TestCoalesceWritesOnlyTheFirstSegmentsHeaders(t *testing.T) {
 	segs := stream(t, false, 1000, 4000, 1000, TCPFlagACK)
 	bufs := make([][]byte, len(segs))
 	sizes := make([]int, len(segs))
@@ -221,8 +234,62 @@ func TestCoalesceStopsAtTheBufferEnd(t *testing.T) {
 		sizes[i] = len(s) - groOff
 	}
 	var c Coalescer
-	if out := c.Coalesce(bufs, sizes, groOff); len(out) != len(segs) {
-		t.Fatalf("%d packets written, want %d: nothing fits behind the first", len(out), len(segs))
+	out := c.Coalesce(bufs, sizes, groOff)
+	if len(out) != 1 || out[0].Segments != len(segs) {
+		t.Fatalf("%d packets written, want 1 of %d segments", len(out), len(segs))
+	}
+	if want := groOff + out[0].Header; !bytes.Equal(bufs[0][want:], segs[0][want:]) {
+		t.Fatal("the first segment's payload changed")
+	}
+	for i := 1; i < len(segs); i++ {
+		if !bytes.Equal(bufs[i], segs[i]) {
+			t.Fatalf("segment %d changed", i)
+		}
+	}
+}
+
+func TestGroupLeavesHeadersToRewriteBeforeFinish(t *testing.T) {
+	for _, ipv6 := range []bool{false, true} {
+		segs := stream(t, ipv6, 1000, 9000, 1000, TCPFlagACK)
+		to := [16]byte{10, 7, 0, 14}
+		if ipv6 {
+			to = [16]byte{0xfd, 7, 15: 14}
+		}
+		// What a writer of each segment alone, rewritten, would send.
+		var want [][]byte
+		for _, sg := range segs {
+			b := append([]byte{}, sg...)
+			var p Parsed
+			if p.Decode(b[groOff:]) != DropNone {
+				t.Fatal("a segment does not decode")
+			}
+			SetDstAddr(b[groOff:], &p, to)
+			want = append(want, b[groOff:])
+		}
+		bufs := make([][]byte, len(segs))
+		sizes := make([]int, len(segs))
+		for i, sg := range segs {
+			bufs[i] = append([]byte{}, sg...)
+			sizes[i] = len(sg) - groOff
+		}
+		var c Coalescer
+		out := c.Group(bufs, sizes, groOff)
+		if len(out) != 1 || out[0].Segments != len(segs) {
+			t.Fatalf("ipv6 %v: %d packets, want one of %d segments", ipv6, len(out), len(segs))
+		}
+		s := out[0]
+		first := bufs[s.Index][groOff : groOff+sizes[s.Index]]
+		var p Parsed
+		if p.Decode(first) != DropNone {
+			t.Fatalf("ipv6 %v: the first segment's headers do not decode after Group", ipv6)
+		}
+		SetDstAddr(first, &p, to)
+		s.Finish(first)
+		pkt := gather(bufs, sizes, s)
+		if !validTCPChecksum(pkt, s.L4) || (!ipv6 && Checksum(pkt[:s.L4], 0) != 0xffff) {
+			t.Fatalf("ipv6 %v: the joined packet's checksums do not verify with the rewritten address", ipv6)
+		}
+		checkSame(t, resegment(t, [][]byte{pkt}, out), want)
 	}
 }
 
