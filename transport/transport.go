@@ -6,11 +6,11 @@
 // Buffers: a packet handed to Send or Deliver is bufs[i][offset:]. On Send the
 // bytes before offset (at least Headroom of them) are the transport's to write
 // its headers into, and the capacity after len(bufs[i]) is tailroom, so that
-// encapsulation happens in place. On Deliver at least DeliverHeadroom bytes
-// precede each packet and each buffer has a capacity of at least 65535 bytes,
-// so that a TUN device can prepend its virtio header and coalesce segments
-// (GRO) in place. Neither side keeps a buffer after the
-// call returns.
+// encapsulation happens in place. On Deliver the packet is the Deliverer's to
+// rewrite within its length, and nothing around it is: a transport may hand
+// the segments of one coalesced datagram end to end in one buffer, each
+// packet's headroom the end of the one before. Neither side keeps a buffer
+// after the call returns.
 package transport
 
 import "errors"
@@ -18,10 +18,6 @@ import "errors"
 // Headroom is the number of free bytes a gateway leaves before each packet it
 // passes to Send.
 const Headroom = 64
-
-// DeliverHeadroom is the number of free bytes a transport leaves before each
-// packet it passes to Deliver (wireguard-go's device leaves 16).
-const DeliverHeadroom = 16
 
 // BufSize is the size of one packet buffer: room for a GSO/GRO super-packet of
 // up to 64 KiB behind Headroom.

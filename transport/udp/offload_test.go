@@ -212,14 +212,16 @@ func referenceSplit(dgrams [][]byte, segs []int) [][]byte {
 	return out
 }
 
-// checkDispatch feeds dgrams through dispatch and compares what the handler
-// was given with referenceSplit.
-func checkDispatch(t *testing.T, dgrams [][]byte, segs []int) {
+// checkDispatch feeds dgrams through dispatch, copying or in place, and
+// compares what the handler was given with referenceSplit.
+func checkDispatch(t *testing.T, dgrams [][]byte, segs []int, inPlace bool) {
 	t.Helper()
 	const offset = 30
 	b := batchPool.Get().(*batch)
 	defer batchPool.Put(b)
 	b.setOffset(offset)
+	b.inPlace = inPlace
+	defer func() { b.inPlace = false }()
 	src := netip.MustParseAddrPort("198.18.0.2:4500")
 	fakeRead(b, src, dgrams, segs)
 	var got [][]byte
@@ -231,7 +233,7 @@ func checkDispatch(t *testing.T, dgrams [][]byte, segs []int) {
 		}
 		seen := map[*byte]bool{}
 		for i := range bufs {
-			if len(bufs[i]) != transport.BufSize {
+			if !inPlace && len(bufs[i]) != transport.BufSize {
 				t.Fatalf("buffer %d has len %d, want %d", i, len(bufs[i]), transport.BufSize)
 			}
 			if seen[&bufs[i][0]] {
@@ -241,10 +243,20 @@ func checkDispatch(t *testing.T, dgrams [][]byte, segs []int) {
 			if srcs[i] != src {
 				t.Fatalf("datagram from %v, want %v", srcs[i], src)
 			}
+			if inPlace && !inside(bufs[i], b.bufs[:len(dgrams)]) {
+				t.Fatalf("datagram %d was moved, want it where the kernel wrote it", i)
+			}
 			got = append(got, bytes.Clone(bufs[i][offset:offset+sizes[i]]))
-			// The handler owns the buffers until it returns: scribble
-			// over their tailroom, as a TUN device's coalescing does.
-			clear(bufs[i][offset+sizes[i]:])
+		}
+		// The handler owns what it is given until it returns: copying,
+		// scribble over the buffers' tailroom, as a TUN device's
+		// coalescing may; in place, over the datagrams themselves.
+		for i := range bufs {
+			if inPlace {
+				clear(bufs[i][offset : offset+sizes[i]])
+			} else {
+				clear(bufs[i][offset+sizes[i]:])
+			}
 		}
 	})
 	want := referenceSplit(dgrams, segs)
@@ -259,6 +271,17 @@ func checkDispatch(t *testing.T, dgrams [][]byte, segs []int) {
 }
 
 func head(b []byte) []byte { return b[:min(len(b), 8)] }
+
+// inside reports whether b starts within one of bufs.
+func inside(b []byte, bufs [][]byte) bool {
+	p := uintptr(unsafe.Pointer(&b[0]))
+	for _, c := range bufs {
+		if start := uintptr(unsafe.Pointer(&c[0])); p >= start && p < start+uintptr(len(c)) {
+			return true
+		}
+	}
+	return false
+}
 
 func pattern(n, seed int) []byte {
 	d := make([]byte, n)
@@ -286,7 +309,8 @@ func TestDispatchSplitsCoalescedDatagrams(t *testing.T) {
 			for i, l := range tc.lens {
 				dgrams = append(dgrams, pattern(l, i))
 			}
-			checkDispatch(t, dgrams, tc.segs)
+			checkDispatch(t, dgrams, tc.segs, false)
+			checkDispatch(t, dgrams, tc.segs, true)
 		})
 	}
 }
@@ -304,7 +328,8 @@ func FuzzDispatch(f *testing.F) {
 			dgrams = append(dgrams, pattern(l, i))
 			segs = append(segs, int(spec[i+1]))
 		}
-		checkDispatch(t, dgrams, segs)
+		checkDispatch(t, dgrams, segs, false)
+		checkDispatch(t, dgrams, segs, true)
 	})
 }
 

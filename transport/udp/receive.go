@@ -16,12 +16,14 @@ import (
 	"github.com/snorkel-net/snorkel/transport"
 )
 
-// Handler takes one received batch. bufs[i] is a whole buffer of
-// transport.BufSize bytes and datagram i is bufs[i][offset:offset+sizes[i]],
-// where offset is the one given to Start; srcs[i] is its sender. Entries
-// with sizes[i] == 0 carry nothing and are to be skipped. The handler may
-// reslice the entries of bufs and write into the buffers, but must not keep
-// any of them after it returns.
+// Handler takes one received batch. Datagram i is
+// bufs[i][offset:offset+sizes[i]], where offset is the one given to Start;
+// srcs[i] is its sender. Entries with sizes[i] == 0 carry nothing and are
+// to be skipped. Under Start, bufs[i] is a whole buffer of transport.BufSize
+// bytes, all the handler's; under StartInPlace, the bytes of bufs[i] before
+// offset may be the end of the datagram before it, and the handler writes
+// only within its datagrams. The handler may reslice the entries of bufs,
+// but must not keep any of them after it returns.
 type Handler func(bufs [][]byte, sizes []int, srcs []netip.AddrPort)
 
 // ctrlWords is the size, in 8-byte words so that the kernel's control
@@ -45,10 +47,11 @@ type batch struct {
 	sizes [BatchSize]int
 	srcs  [BatchSize]netip.AddrPort
 
-	offset int
-	n      int // datagrams the last read returned
-	errno  unix.Errno
-	readFn func(fd uintptr) bool
+	offset  int
+	inPlace bool // hand every segment where the kernel put it
+	n       int  // datagrams the last read returned
+	errno   unix.Errno
+	readFn  func(fd uintptr) bool
 }
 
 var batchPool = sync.Pool{New: func() any {
@@ -110,10 +113,12 @@ func (b *batch) read(fd uintptr) bool {
 }
 
 // dispatch gives h the datagrams the last read returned, in order, with each
-// coalesced datagram cut into its segments: the first stays in its buffer,
-// the others are copied into spare buffers. A call takes at most BatchSize
-// datagrams, so a batch whose segments exceed it takes more calls. (The
-// kernel coalesces at most 64 segments, but nothing here relies on it.)
+// coalesced datagram cut into its segments. In place, segment j is handed
+// as its buffer from j segment sizes on, so that it lies at offset;
+// otherwise the first stays in its buffer and the others are copied into
+// spare buffers. A call takes at most BatchSize datagrams, so a batch whose
+// segments exceed it takes more calls. (The kernel coalesces at most 64
+// segments, but nothing here relies on it.)
 func (b *batch) dispatch(h Handler) {
 	k := 0
 	for i := range b.n {
@@ -134,10 +139,10 @@ func (b *batch) dispatch(h Handler) {
 			h(b.out[:k], b.sizes[:k], b.srcs[:k])
 			k = 0
 		}
-		// The first segment stays in its buffer when all of them go in
-		// one call; otherwise the handler could overwrite the segments
-		// behind it before they are copied, so all are copied.
-		inPlace := segs <= BatchSize
+		// Copying, the first segment stays in its buffer when all of them
+		// go in one call; otherwise the handler could overwrite the
+		// segments behind it before they are copied, so all are copied.
+		firstStays := segs <= BatchSize
 		for j := range segs {
 			if k == BatchSize {
 				h(b.out[:k], b.sizes[:k], b.srcs[:k])
@@ -145,9 +150,12 @@ func (b *batch) dispatch(h Handler) {
 			}
 			from := b.offset + j*seg
 			to := min(from+seg, b.offset+size)
-			if j == 0 && inPlace {
+			switch {
+			case b.inPlace:
+				b.out[k], b.sizes[k], b.srcs[k] = b.bufs[i][j*seg:], to-from, src
+			case j == 0 && firstStays:
 				b.out[k], b.sizes[k], b.srcs[k] = b.bufs[i], to-from, src
-			} else {
+			default:
 				sp := b.spareAt(k)
 				copy(sp[b.offset:], b.bufs[i][from:to])
 				b.out[k], b.sizes[k], b.srcs[k] = sp, to-from, src
@@ -227,8 +235,16 @@ const logInterval = time.Second
 // Start runs one receive loop per socket family, each calling h with the
 // batches it reads. Datagrams are written at offset into their buffers, so
 // that a caller can strip its headers and leave room before the payload;
-// offset is at most transport.Headroom. Start may be called once.
-func (c *Conn) Start(offset int, h Handler) error {
+// offset is at most transport.Headroom. Start, or StartInPlace, may be
+// called once.
+func (c *Conn) Start(offset int, h Handler) error { return c.start(offset, h, false) }
+
+// StartInPlace is Start for a handler that writes only within its
+// datagrams: the segments of a coalesced datagram are handed where the
+// kernel wrote them, end to end in one buffer, and none is copied.
+func (c *Conn) StartInPlace(offset int, h Handler) error { return c.start(offset, h, true) }
+
+func (c *Conn) start(offset int, h Handler, inPlace bool) error {
 	if offset < 0 || offset > transport.Headroom {
 		return fmt.Errorf("udp: receive offset %d: must be within 0..%d", offset, transport.Headroom)
 	}
@@ -243,16 +259,17 @@ func (c *Conn) Start(offset int, h Handler) error {
 	c.started = true
 	for _, s := range c.socks {
 		c.loops.Add(1)
-		go c.receive(s, offset, h)
+		go c.receive(s, offset, h, inPlace)
 	}
 	return nil
 }
 
-func (c *Conn) receive(s *socket, offset int, h Handler) {
+func (c *Conn) receive(s *socket, offset int, h Handler, inPlace bool) {
 	defer c.loops.Done()
 	b := batchPool.Get().(*batch)
 	defer batchPool.Put(b)
 	b.setOffset(offset)
+	b.inPlace = inPlace
 	var streak int
 	var logged time.Time
 	for {

@@ -11,8 +11,10 @@
 // Allocation: Send, the receive path, encapsulation, decapsulation and ARP
 // answers allocate nothing per packet or per batch; headers are written in
 // place into the headroom the caller leaves (transport.Headroom), and
-// received packets are delivered in the socket's buffers at
-// transport.Headroom. Scratch slices come from pools.
+// received packets are delivered where the socket wrote them, at
+// transport.Headroom: the segments of a coalesced datagram are decapsulated
+// in place, end to end in one buffer, and none is copied. Scratch slices
+// come from pools.
 //
 // Peers: a peer's number is its index in Config.Peers, or the number given
 // to SetPeer. SetPeer and RemovePeer change one peer while the transport
@@ -102,7 +104,7 @@ func New(cfg Config, d transport.Deliverer) (*Transport, error) {
 		return nil, fmt.Errorf("vxlan: %w", err)
 	}
 	t.conn = c
-	if err := c.Start(rxOffset, t.receive); err != nil {
+	if err := c.StartInPlace(rxOffset, t.receive); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("vxlan: %w", err)
 	}
