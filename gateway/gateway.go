@@ -602,7 +602,11 @@ func (g *Gateway) deliverSupers(od *offloadTUN, sc *deliverScratch, rs *remoteSe
 		}
 	}
 	if err := od.writeSupers(bufs, sc.sizes, offset, kept); err != nil {
-		g.unattributed().drops[dropTUNWrite].Add(uint64(len(bufs)))
+		var n uint64
+		for _, s := range kept {
+			n += uint64(s.Segments)
+		}
+		g.unattributed().drops[dropTUNWrite].Add(n)
 	}
 }
 

@@ -26,7 +26,8 @@ func (g *Gateway) sendSuper(tp tunPacket, bufs [][]byte, sizes []int, segs [][]b
 		return false
 	}
 	n := packet.Segments(tp.pkt, tp.proto, tp.l4, tp.size)
-	if n == 0 || n > len(bufs) || tp.l4+superHeaderLen(tp)+tp.size > int(g.pathMTU.Load()) {
+	hdr, _ := packet.SegmentHeaderLen(tp.pkt, tp.proto, tp.l4)
+	if n == 0 || n > len(bufs) || hdr+tp.size > int(g.pathMTU.Load()) {
 		return false
 	}
 	c := rs.bySlot[r].c
@@ -49,12 +50,4 @@ func (g *Gateway) sendSuper(tp tunPacket, bufs [][]byte, sizes []int, segs [][]b
 	g.send(c, r, segs, t)
 	clear(segs)
 	return true
-}
-
-// superHeaderLen is the length of tp's transport header.
-func superHeaderLen(tp tunPacket) int {
-	if tp.proto == packet.ProtoUDP {
-		return 8
-	}
-	return int(tp.pkt[tp.l4+12]>>4) * 4
 }

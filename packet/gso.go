@@ -37,7 +37,7 @@ func SegmentFrom(pkt []byte, proto uint8, l4, size, first int, out [][]byte, siz
 		return 0
 	}
 	n := min(total-first, len(out), len(sizes))
-	hdr, _ := segmentHeaderLen(pkt, proto, l4)
+	hdr, _ := SegmentHeaderLen(pkt, proto, l4)
 	for i := range n {
 		start := hdr + (first+i)*size
 		if len(out[i]) < off+hdr+min(size, len(pkt)-start) {
@@ -64,16 +64,17 @@ func SegmentFrom(pkt []byte, proto uint8, l4, size, first int, out [][]byte, siz
 // Segments returns how many segments Segment cuts pkt into, or 0 when pkt
 // is malformed or size is not positive.
 func Segments(pkt []byte, proto uint8, l4, size int) int {
-	hdr, ok := segmentHeaderLen(pkt, proto, l4)
+	hdr, ok := SegmentHeaderLen(pkt, proto, l4)
 	if !ok || size <= 0 {
 		return 0
 	}
 	return max(1, (len(pkt)-hdr+size-1)/size)
 }
 
-// segmentHeaderLen checks the headers of a super-packet and returns their
-// length, IP and transport together.
-func segmentHeaderLen(pkt []byte, proto uint8, l4 int) (int, bool) {
+// SegmentHeaderLen checks the headers of super-packet pkt, whose transport
+// header starts at l4, and returns their length, IP and transport together:
+// what each of its segments carries before its payload.
+func SegmentHeaderLen(pkt []byte, proto uint8, l4 int) (int, bool) {
 	if len(pkt) < 1 {
 		return 0, false
 	}
