@@ -22,6 +22,7 @@ import (
 
 	"github.com/snorkel-net/snorkel/controller/agent"
 	"github.com/snorkel-net/snorkel/controller/api"
+	submv1 "github.com/snorkel-net/snorkel/controller/api/v1"
 	"github.com/snorkel-net/snorkel/lab"
 )
 
@@ -416,14 +417,18 @@ func (t *Tutorial) failDaemons(ctx context.Context, tr *Traffic, c Cluster, n No
 	return f, tr.waitSteady(ctx, time.Now())
 }
 
-// activeGateway is the node that holds c's gateway Lease.
+// activeGateway is the node that holds c's gateway Lease, once the
+// Gateway objects agree: the holder's says active and no other's does.
+// Between a handover and the agents' next status writes they disagree, and
+// snorkel diagnose, which goes by the Gateway objects, would probe from
+// another node than the Lease names.
 func (t *Tutorial) activeGateway(ctx context.Context, c Cluster) (string, error) {
 	kc, err := Client(t.Lab.StateDir, c.Name)
 	if err != nil {
 		return "", err
 	}
 	var holder string
-	err = waitFor(ctx, checkDeadline, c.Name+"'s gateway Lease held by a gateway node", func() error {
+	err = waitFor(ctx, checkDeadline, c.Name+"'s gateway Lease held by a gateway node whose Gateway alone is active", func() error {
 		l, err := kc.CoordinationV1().Leases(api.AgentNamespace).Get(ctx, agent.DefaultLeaseName, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -435,9 +440,35 @@ func (t *Tutorial) activeGateway(ctx context.Context, c Cluster) (string, error)
 		if n, ok := nodeByName(c, holder); !ok || !n.Gateway {
 			return fmt.Errorf("held by %q", holder)
 		}
+		active, err := t.activeGateways(ctx, c)
+		if err != nil {
+			return err
+		}
+		if !slices.Equal(active, []string{holder}) {
+			return fmt.Errorf("the Lease is %s's, the active Gateways are %q", holder, active)
+		}
 		return nil
 	})
 	return holder, err
+}
+
+// activeGateways are the names of c's Gateway objects whose status says
+// active.
+func (t *Tutorial) activeGateways(ctx context.Context, c Cluster) ([]string, error) {
+	cmd := exec.CommandContext(ctx, t.Kubectl, "--context", c.Context(), "-n", api.AgentNamespace, "get", "gateways.submariner.io",
+		"-o", `jsonpath={range .items[*]}{.metadata.name} {.status.haStatus}{"\n"}{end}`)
+	cmd.Env = t.env()
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("kubectl get gateways: %w", err)
+	}
+	var active []string
+	for line := range strings.Lines(string(out)) {
+		if name, status, _ := strings.Cut(strings.TrimSpace(line), " "); status == string(submv1.HAStatusActive) {
+			active = append(active, name)
+		}
+	}
+	return active, nil
 }
 
 // newHolder waits until another gateway than from holds the Lease, and
