@@ -63,6 +63,7 @@ func BenchmarkOpen(b *testing.B) {
 					}
 				}
 				seal()
+				s := new(scratch)
 				b.SetBytes(int64(size))
 				b.ReportAllocs()
 				i := 0
@@ -73,7 +74,7 @@ func BenchmarkOpen(b *testing.B) {
 						i = 0
 						b.StartTimer()
 					}
-					if _, _, r := in.open(bufs[i][:ends[i]], start); r != accepted {
+					if _, _, r := in.open(bufs[i][:ends[i]], start, s); r != accepted {
 						b.Fatal(r)
 					}
 					i++

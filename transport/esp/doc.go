@@ -74,9 +74,12 @@
 // Sealing, opening, Send and the receive path allocate nothing per packet
 // or per batch: encryption is in place, the ESP header is written into the
 // headroom before each packet (transport.Headroom), padding and ICV into
-// the tailroom after it, and scratch (GCM nonce and ESN AAD, the HMAC
-// output) into the headroom before the ESP header. HMAC states and batch
-// slices come from pools. Send may be called from any number of
+// the tailroom after it, and sealing's scratch (GCM nonce and ESN AAD, the
+// HMAC output) into the headroom before the ESP header. Opening works in
+// place where the socket put each segment of a coalesced datagram
+// (udp.Conn.StartInPlace), so it writes only within the datagram: its
+// scratch is the receive loop's. HMAC states, scratch and batch slices come
+// from pools. Send may be called from any number of
 // goroutines; the receive path runs on one goroutine per socket family, so
 // Deliver and the IKE handler may be called concurrently. InstallChild,
 // DeleteChild, Stats, SetPeer and RemovePeer are serialised among

@@ -107,7 +107,7 @@ func sealed(t testing.TB, o *outbound, pkt []byte) []byte {
 // datagram, and returns a copy of the inner packet.
 func opened(in *inbound, esp []byte) ([]byte, byte, reason) {
 	b := socketBuf(esp)
-	n, next, r := in.open(b[:rxOffset+len(esp)], rxOffset)
+	n, next, r := in.open(b[:rxOffset+len(esp)], rxOffset, new(scratch))
 	if r != accepted {
 		return nil, 0, r
 	}

@@ -250,7 +250,7 @@ func sealWithIV(o *outbound, payload []byte, next byte, seq uint64, iv []byte) [
 	copy(b[off:], payload)
 	start := o.frame(b, off, len(payload), next, seq)
 	copy(b[start+espHeaderLen:off], iv)
-	o.suite.encrypt(b, start, uint32(seq>>32), o.esn)
+	o.suite.encrypt(b, start, uint32(seq>>32), o.esn, new(scratch))
 	return bytes.Clone(b[start:])
 }
 

@@ -8,12 +8,21 @@ import (
 	"github.com/snorkel-net/snorkel/transport/udp"
 )
 
-// receive is the udp.Handler: it tells keepalives, IKE messages and ESP
-// apart (RFC 3948 §2), opens ESP in place and hands the inner packets to
-// the Deliverer at transport.Headroom, grouped by peer, each group in
-// arrival order.
+// rxScratch is the per-call memory of receive, pooled because the IPv4 and
+// IPv6 receive loops may run it at the same time.
+type rxScratch struct {
+	group *udp.Grouper
+	open  scratch
+}
+
+func newRxScratch() *rxScratch { return &rxScratch{group: udp.NewGrouper()} }
+
+// receive is the udp.Handler of udp.Conn.StartInPlace: it tells
+// keepalives, IKE messages and ESP apart (RFC 3948 §2), opens ESP in place,
+// within each datagram, and hands the inner packets to the Deliverer at
+// transport.Headroom, grouped by peer, each group in arrival order.
 func (t *Transport) receive(bufs [][]byte, sizes []int, srcs []netip.AddrPort) {
-	g := t.rxPool.Get().(*udp.Grouper)
+	rx := t.rxPool.Get().(*rxScratch)
 	sas := *t.inbound.Load()
 	now := t.now.Load()
 	for i, b := range bufs {
@@ -38,7 +47,7 @@ func (t *Transport) receive(bufs [][]byte, sizes []int, srcs []netip.AddrPort) {
 			t.unknown.add(dropUnknownSPI, 1)
 			continue
 		}
-		n, next, r := sa.open(b[:end], rxOffset)
+		n, next, r := sa.open(b[:end], rxOffset, &rx.open)
 		if r != accepted {
 			sa.owner.drops.add(r, 1)
 			continue
@@ -56,13 +65,12 @@ func (t *Transport) receive(bufs [][]byte, sizes []int, srcs []netip.AddrPort) {
 			t.follow(sa.peer, p, srcs[i])
 		}
 		// Every suite's inner packet lies at or after transport.Headroom;
-		// reslicing puts it exactly there, leaving the buffer a capacity of
-		// BufSize less at most the IV length difference.
+		// reslicing puts it exactly there.
 		bufs[i] = b[at-transport.Headroom : at+n]
-		g.Add(i, sa.peer)
+		rx.group.Add(i, sa.peer)
 	}
-	g.Deliver(t.deliver, bufs, transport.Headroom)
-	t.rxPool.Put(g)
+	rx.group.Deliver(t.deliver, bufs, transport.Headroom)
+	t.rxPool.Put(rx)
 }
 
 // follow moves p's endpoint to src, where a packet that opened under one

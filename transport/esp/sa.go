@@ -79,7 +79,7 @@ func (o *outbound) seal(b []byte, off int, next byte, seq uint64) ([]byte, reaso
 	b = b[:end]
 	start := o.frame(b, off, n, next, seq)
 	o.suite.putIV(b[start+espHeaderLen:off], seq)
-	o.suite.encrypt(b, start, uint32(seq>>32), o.esn)
+	o.suite.encrypt(b, start, uint32(seq>>32), o.esn, (*scratch)(b[start-scratchLen:start]))
 	return b[start:], accepted
 }
 
@@ -113,10 +113,10 @@ func newInbound(spi uint32, peer int, s suite, esn bool) *inbound {
 }
 
 // open authenticates and decrypts the ESP packet b[start:] in place, its
-// SPI already matched. It returns the length of the inner packet, which
-// begins at start+headerLen(), and the next header. The scratchLen bytes
-// before start are overwritten.
-func (in *inbound) open(b []byte, start int) (int, byte, reason) {
+// SPI already matched, working in s. It returns the length of the inner
+// packet, which begins at start+headerLen(), and the next header. It
+// writes nothing outside b[start:] and s.
+func (in *inbound) open(b []byte, start int, s *scratch) (int, byte, reason) {
 	ct := len(b) - start - in.headerLen() - icvLen
 	if ct < max(trailerLen, in.block) {
 		return 0, 0, dropTruncated
@@ -130,7 +130,7 @@ func (in *inbound) open(b []byte, start int) (int, byte, reason) {
 	if !ok {
 		return 0, 0, dropReplay
 	}
-	if !in.suite.decrypt(b, start, uint32(seq>>32), in.esn) {
+	if !in.suite.decrypt(b, start, uint32(seq>>32), in.esn, s) {
 		return 0, 0, dropAuthFailed
 	}
 	if !in.win.commit(seq) {

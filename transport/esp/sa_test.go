@@ -93,7 +93,7 @@ func craft(o *outbound, payload []byte, next byte, seq uint64, mutate func(pt []
 	start := o.frame(b, off, len(payload), next, seq)
 	mutate(b[off : len(b)-icvLen])
 	o.suite.putIV(b[start+espHeaderLen:off], seq)
-	o.suite.encrypt(b, start, uint32(seq>>32), o.esn)
+	o.suite.encrypt(b, start, uint32(seq>>32), o.esn, new(scratch))
 	return bytes.Clone(b[start:])
 }
 
@@ -345,11 +345,12 @@ func TestSealAndOpenAllocateNothing(t *testing.T) {
 			}
 			rx := socketBuf(esp)
 			orig := bytes.Clone(rx[:rxOffset+len(esp)])
+			s := new(scratch)
 			seq := o.seq.Load()
 			if n := testing.AllocsPerRun(100, func() {
 				copy(rx, orig)
 				in.win.reset(seq - 1)
-				if _, _, r := in.open(rx[:len(orig)], rxOffset); r != accepted {
+				if _, _, r := in.open(rx[:len(orig)], rxOffset, s); r != accepted {
 					t.Fatal(r)
 				}
 			}); n != 0 {

@@ -17,9 +17,9 @@ import (
 //
 // encrypt and decrypt work in place on the ESP packet b[start:], where
 // len(b) is the end of its ICV and the header, IV and ciphertext are in
-// place. They write scratch into b[start-scratchLen:start] and allocate
-// nothing. Callers check lengths; hi is the high half of the 64-bit
-// sequence number, used only with esn.
+// place. They assemble the nonce, AAD and MAC in s and allocate nothing.
+// Callers check lengths; hi is the high half of the 64-bit sequence
+// number, used only with esn.
 type suite interface {
 	ivLen() int
 	// blockLen is the unit the cipher works in: the ciphertext is a whole
@@ -27,10 +27,10 @@ type suite interface {
 	blockLen() int
 	// putIV writes the IV of the packet with sequence number seq.
 	putIV(iv []byte, seq uint64)
-	encrypt(b []byte, start int, hi uint32, esn bool)
+	encrypt(b []byte, start int, hi uint32, esn bool, s *scratch)
 	// decrypt verifies the ICV and, when it verifies, decrypts; it reports
 	// whether the ICV verified.
-	decrypt(b []byte, start int, hi uint32, esn bool) bool
+	decrypt(b []byte, start int, hi uint32, esn bool, s *scratch) bool
 }
 
 // gcm is AES-GCM with a 16-byte ICV in ESP (RFC 4106). An AEAD is safe
@@ -67,31 +67,30 @@ func (*gcm) blockLen() int { return 1 }
 // IV never repeat under one key, and the SA never reuses a sequence number.
 func (*gcm) putIV(iv []byte, seq uint64) { binary.BigEndian.PutUint64(iv, seq) }
 
-func (g *gcm) encrypt(b []byte, start int, hi uint32, esn bool) {
-	nonce, aad := g.prepare(b, start, hi, esn)
+func (g *gcm) encrypt(b []byte, start int, hi uint32, esn bool, s *scratch) {
+	nonce, aad := g.prepare(b, start, hi, esn, s)
 	pt := b[start+espHeaderLen+gcmIVLen : len(b)-icvLen]
 	g.aead.Seal(pt[:0], nonce, pt, aad)
 }
 
-func (g *gcm) decrypt(b []byte, start int, hi uint32, esn bool) bool {
-	nonce, aad := g.prepare(b, start, hi, esn)
+func (g *gcm) decrypt(b []byte, start int, hi uint32, esn bool, s *scratch) bool {
+	nonce, aad := g.prepare(b, start, hi, esn, s)
 	ct := b[start+espHeaderLen+gcmIVLen:]
 	_, err := g.aead.Open(ct[:0], nonce, ct, aad)
 	return err == nil
 }
 
-// prepare writes the nonce, salt and IV (RFC 4106 §4), into the scratch
-// before the packet and returns it with the AAD (§5): SPI and sequence
-// number as they stand in the packet, or with ESN the SPI, high and low
-// halves, assembled in the scratch too.
-func (g *gcm) prepare(b []byte, start int, hi uint32, esn bool) (nonce, aad []byte) {
-	nonce = b[start-12 : start]
+// prepare writes the nonce, salt and IV (RFC 4106 §4), into s and returns
+// it with the AAD (§5): SPI and sequence number as they stand in the
+// packet, or with ESN the SPI, high and low halves, assembled in s too.
+func (g *gcm) prepare(b []byte, start int, hi uint32, esn bool, s *scratch) (nonce, aad []byte) {
+	nonce = s[:12]
 	copy(nonce, g.salt[:])
 	copy(nonce[gcmSaltLen:], b[start+espHeaderLen:start+espHeaderLen+gcmIVLen])
 	if !esn {
 		return nonce, b[start : start+espHeaderLen]
 	}
-	aad = b[start-24 : start-12]
+	aad = s[12:24]
 	copy(aad[0:4], b[start:start+4])
 	binary.BigEndian.PutUint32(aad[4:8], hi)
 	copy(aad[8:12], b[start+4:start+8])
@@ -145,20 +144,20 @@ func (c *cbc) putIV(iv []byte, seq uint64) {
 	c.ivGen.Encrypt(iv, iv)
 }
 
-func (c *cbc) encrypt(b []byte, start int, hi uint32, esn bool) {
+func (c *cbc) encrypt(b []byte, start int, hi uint32, esn bool, s *scratch) {
 	icvAt := len(b) - icvLen
 	iv := b[start+espHeaderLen : start+espHeaderLen+cbcIVLen]
 	cbcEncrypt(c.block, iv, b[start+espHeaderLen+cbcIVLen:icvAt])
-	copy(b[icvAt:], c.icv(b, start, hi, esn))
+	copy(b[icvAt:], c.icv(b, start, hi, esn, s))
 }
 
 // decrypt verifies before it decrypts (RFC 4303 §3.4.4.1), so that a
 // forged packet costs a MAC but never a decryption.
-func (c *cbc) decrypt(b []byte, start int, hi uint32, esn bool) bool {
+func (c *cbc) decrypt(b []byte, start int, hi uint32, esn bool, s *scratch) bool {
 	icvAt := len(b) - icvLen
 	var got [icvLen]byte
 	copy(got[:], b[icvAt:])
-	if subtle.ConstantTimeCompare(c.icv(b, start, hi, esn), got[:]) != 1 {
+	if subtle.ConstantTimeCompare(c.icv(b, start, hi, esn, s), got[:]) != 1 {
 		return false
 	}
 	iv := b[start+espHeaderLen : start+espHeaderLen+cbcIVLen]
@@ -166,17 +165,17 @@ func (c *cbc) decrypt(b []byte, start int, hi uint32, esn bool) bool {
 	return true
 }
 
-// icv computes the ICV of the packet before its ICV field. With ESN the
-// high 32 bits of the sequence number are appended for the computation
+// icv computes the ICV of the packet before its ICV field, in s. With ESN
+// the high 32 bits of the sequence number are appended for the computation
 // only (RFC 4303 §2.2.1), in the ICV field, which the caller then
 // overwrites or has saved.
-func (c *cbc) icv(b []byte, start int, hi uint32, esn bool) []byte {
+func (c *cbc) icv(b []byte, start int, hi uint32, esn bool, s *scratch) []byte {
 	end := len(b) - icvLen
 	if esn {
 		binary.BigEndian.PutUint32(b[end:], hi)
 		end += 4
 	}
-	return c.sum(b[start:end], b[start-scratchLen:start])
+	return c.sum(b[start:end], s[:])
 }
 
 // sum is HMAC-SHA-256-128 of msg: the HMAC truncated to its first 128 bits

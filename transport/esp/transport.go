@@ -45,7 +45,7 @@ type Transport struct {
 	timers sync.WaitGroup
 
 	txPool sync.Pool // *[][]byte of capacity udp.BatchSize
-	rxPool sync.Pool // *udp.Grouper
+	rxPool sync.Pool // *rxScratch
 }
 
 // New opens the UDP port of cfg and starts receiving; d is given every
@@ -83,13 +83,13 @@ func start(s settings, d transport.Deliverer) (*Transport, error) {
 		b := make([][]byte, 0, udp.BatchSize)
 		return &b
 	}
-	t.rxPool.New = func() any { return udp.NewGrouper() }
+	t.rxPool.New = func() any { return newRxScratch() }
 	c, err := udp.Open(s.port)
 	if err != nil {
 		return nil, fmt.Errorf("esp: %w", err)
 	}
 	t.conn = c
-	if err := c.Start(rxOffset, t.receive); err != nil {
+	if err := c.StartInPlace(rxOffset, t.receive); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("esp: %w", err)
 	}

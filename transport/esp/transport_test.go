@@ -391,6 +391,51 @@ func TestReceiveGroupsByPeerInOrder(t *testing.T) {
 	}
 }
 
+// TestReceiveOpensCoalescedSegmentsInPlace hands receive a coalesced
+// datagram as udp.Conn.StartInPlace does, its segments end to end in one
+// buffer, and checks that every inner packet arrives whole: opening a
+// segment must write nothing into the one before it, whose inner packet is
+// delivered after the whole batch is opened.
+func TestReceiveOpensCoalescedSegmentsInPlace(t *testing.T) {
+	for _, sc := range suiteCases {
+		for _, esn := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/esn=%v", sc.name, esn), func(t *testing.T) {
+				rec := newRecorder(t)
+				tr := onFreePort(t, Config{Peers: []Peer{{Endpoint: local(4000)}}}, rec)
+				c, _ := childPair(withESN(sc.tr, esn), 0, 0, 0x1000)
+				if err := tr.InstallChild(c); err != nil {
+					t.Fatal(err)
+				}
+				far := mirror(t, c)
+				const segs = 5
+				var want, esps [][]byte
+				for i := range segs {
+					want = append(want, numbered(uint32(i), 1000))
+					esps = append(esps, sealed(t, far, want[i]))
+				}
+				seg := len(esps[0])
+				gro := make([]byte, transport.BufSize)
+				var d datagrams
+				for i, e := range esps {
+					copy(gro[rxOffset+i*seg:], e)
+					d.bufs = append(d.bufs, gro[i*seg:])
+					d.sizes = append(d.sizes, len(e))
+					d.srcs = append(d.srcs, local(4000))
+				}
+				tr.receive(d.bufs, d.sizes, d.srcs)
+				if len(rec.pkts) != segs {
+					t.Fatalf("%d packets delivered, want %d (drops %v)", len(rec.pkts), segs, tr.Drops())
+				}
+				for i, p := range rec.pkts {
+					if !bytes.Equal(p, want[i]) {
+						t.Errorf("packet %d changed: its last bytes are %x, want %x", i, p[len(p)-8:], want[i][len(want[i])-8:])
+					}
+				}
+			})
+		}
+	}
+}
+
 type callLog struct{ calls []string }
 
 func (c *callLog) Deliver(peer int, bufs [][]byte, offset int) {

@@ -18,26 +18,28 @@ const (
 	icvLen = 16
 )
 
-// scratchLen is how many bytes before the ESP header sealing and opening
-// work in: the GCM nonce and ESN AAD (24 bytes), or the full HMAC-SHA-256
-// output (32).
+// scratchLen is the memory sealing and opening work in: the GCM nonce and
+// ESN AAD (24 bytes), or the full HMAC-SHA-256 output (32).
 const scratchLen = 32
+
+// scratch is that memory. Sealing takes it from the headroom before the
+// ESP header; opening, which works in place among the segments of a
+// coalesced datagram, where the bytes before a datagram are the end of
+// the one before it, takes it from its receive loop.
+type scratch [scratchLen]byte
 
 // sealHeadroom is the headroom Send needs before each packet: the largest
 // ESP header and IV, and scratch before them.
 const sealHeadroom = espHeaderLen + maxIVLen + scratchLen
 
-// rxOffset is where the socket writes each datagram: scratch room before
-// the ESP header, and the inner packet behind the shortest header (GCM's)
-// exactly at transport.Headroom, so that every suite's lands at or after it.
+// rxOffset is where the socket writes each datagram: the inner packet
+// behind the shortest header (GCM's) lands exactly at transport.Headroom,
+// and every suite's at or after it.
 const rxOffset = transport.Headroom - espHeaderLen - gcmIVLen
 
-// Compile-time checks of the layout: the receive offset leaves room for
-// scratch, and Send's headroom fits in the gateway's.
-const (
-	_ = uint(rxOffset - scratchLen)
-	_ = uint(transport.Headroom - sealHeadroom)
-)
+// A compile-time check of the layout: Send's headroom fits in the
+// gateway's.
+const _ = uint(transport.Headroom - sealHeadroom)
 
 // Next header values of tunnel mode (IANA protocol numbers).
 const (
