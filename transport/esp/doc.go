@@ -76,10 +76,9 @@
 // headroom before each packet (transport.Headroom), padding and ICV into
 // the tailroom after it, and sealing's scratch (GCM nonce and ESN AAD, the
 // HMAC output) into the headroom before the ESP header. Opening works in
-// place where the socket put each segment of a coalesced datagram
-// (udp.Conn.StartInPlace), so it writes only within the datagram: its
-// scratch is the receive loop's. HMAC states, scratch and batch slices come
-// from pools. Send may be called from any number of
+// place where the socket put each segment of a coalesced datagram, so it
+// writes only within the datagram: its scratch is the receive loop's. HMAC
+// states, scratch and batch slices come from pools. Send may be called from any number of
 // goroutines; the receive path runs on one goroutine per socket family, so
 // Deliver and the IKE handler may be called concurrently. InstallChild,
 // DeleteChild, Stats, SetPeer and RemovePeer are serialised among

@@ -17,10 +17,10 @@ type rxScratch struct {
 
 func newRxScratch() *rxScratch { return &rxScratch{group: udp.NewGrouper()} }
 
-// receive is the udp.Handler of udp.Conn.StartInPlace: it tells
-// keepalives, IKE messages and ESP apart (RFC 3948 §2), opens ESP in place,
-// within each datagram, and hands the inner packets to the Deliverer at
-// transport.Headroom, grouped by peer, each group in arrival order.
+// receive is the udp.Handler: it tells keepalives, IKE messages and ESP
+// apart (RFC 3948 §2), opens ESP in place, within each datagram, and hands
+// the inner packets to the Deliverer at transport.Headroom, grouped by
+// peer, each group in arrival order.
 func (t *Transport) receive(bufs [][]byte, sizes []int, srcs []netip.AddrPort) {
 	rx := t.rxPool.Get().(*rxScratch)
 	sas := *t.inbound.Load()

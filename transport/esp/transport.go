@@ -89,7 +89,7 @@ func start(s settings, d transport.Deliverer) (*Transport, error) {
 		return nil, fmt.Errorf("esp: %w", err)
 	}
 	t.conn = c
-	if err := c.StartInPlace(rxOffset, t.receive); err != nil {
+	if err := c.Start(rxOffset, t.receive); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("esp: %w", err)
 	}

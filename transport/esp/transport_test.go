@@ -392,7 +392,7 @@ func TestReceiveGroupsByPeerInOrder(t *testing.T) {
 }
 
 // TestReceiveOpensCoalescedSegmentsInPlace hands receive a coalesced
-// datagram as udp.Conn.StartInPlace does, its segments end to end in one
+// datagram as udp.Conn does, its segments end to end in one
 // buffer, and checks that every inner packet arrives whole: opening a
 // segment must write nothing into the one before it, whose inner packet is
 // delivered after the whole batch is opened.

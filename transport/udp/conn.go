@@ -11,15 +11,14 @@
 //     a gateway's busy loops do not enter and leave the Go scheduler's
 //     system-call state, nor wake its monitor thread, once per batch.
 //   - A receive reads up to BatchSize datagrams per call whether or not the
-//     kernel coalesced them: a coalesced datagram's segments are split into
-//     spare buffers, so small packets, which the kernel rarely coalesces,
-//     still come a batch at a time.
+//     kernel coalesced them, so small packets, which the kernel rarely
+//     coalesces, still come a batch at a time; a coalesced datagram's
+//     segments are handed where the kernel wrote them, none copied.
 //   - Only the message headers a call used are reset before the next.
 //
 // Allocation: Send and the receive loops allocate nothing per packet or per
-// batch; the scratch of a Send comes from a pool, a loop's memory lives as
-// long as the loop, and the spare buffers are made the first time the kernel
-// coalesces.
+// batch; the scratch of a Send comes from a pool, and a loop's memory lives
+// as long as the loop.
 //
 // Concurrency: Send may be called from any number of goroutines. The handler
 // is called from one goroutine per socket family (IPv4, IPv6), so it may run

@@ -19,11 +19,11 @@ import (
 // Handler takes one received batch. Datagram i is
 // bufs[i][offset:offset+sizes[i]], where offset is the one given to Start;
 // srcs[i] is its sender. Entries with sizes[i] == 0 carry nothing and are
-// to be skipped. Under Start, bufs[i] is a whole buffer of transport.BufSize
-// bytes, all the handler's; under StartInPlace, the bytes of bufs[i] before
-// offset may be the end of the datagram before it, and the handler writes
-// only within its datagrams. The handler may reslice the entries of bufs,
-// but must not keep any of them after it returns.
+// to be skipped. The segments of a coalesced datagram lie where the kernel
+// wrote them, end to end in one buffer, so the bytes of bufs[i] before
+// offset may be the end of the datagram before it: the handler writes only
+// within its datagrams. It may reslice the entries of bufs, but must not
+// keep any of them after it returns.
 type Handler func(bufs [][]byte, sizes []int, srcs []netip.AddrPort)
 
 // ctrlWords is the size, in 8-byte words so that the kernel's control
@@ -32,12 +32,10 @@ type Handler func(bufs [][]byte, sizes []int, srcs []netip.AddrPort)
 const ctrlWords = 4
 
 // batch is the memory of one receive loop: a buffer and a message header
-// per datagram a call may read, the spare buffers that the segments of
-// coalesced datagrams are split into, and what the handler is given. It
-// lives as long as the loop and returns to batchPool when the loop ends.
+// per datagram a call may read, and what the handler is given. It lives as
+// long as the loop and returns to batchPool when the loop ends.
 type batch struct {
 	bufs  [BatchSize][]byte // whole buffers, len transport.BufSize
-	spare [][]byte          // whole buffers, made when first needed
 	msgs  [BatchSize]unix.Mmsghdr
 	iovs  [BatchSize]unix.Iovec
 	names [BatchSize]unix.RawSockaddrInet6
@@ -47,11 +45,10 @@ type batch struct {
 	sizes [BatchSize]int
 	srcs  [BatchSize]netip.AddrPort
 
-	offset  int
-	inPlace bool // hand every segment where the kernel put it
-	n       int  // datagrams the last read returned
-	errno   unix.Errno
-	readFn  func(fd uintptr) bool
+	offset int
+	n      int // datagrams the last read returned
+	errno  unix.Errno
+	readFn func(fd uintptr) bool
 }
 
 var batchPool = sync.Pool{New: func() any {
@@ -113,12 +110,11 @@ func (b *batch) read(fd uintptr) bool {
 }
 
 // dispatch gives h the datagrams the last read returned, in order, with each
-// coalesced datagram cut into its segments. In place, segment j is handed
-// as its buffer from j segment sizes on, so that it lies at offset;
-// otherwise the first stays in its buffer and the others are copied into
-// spare buffers. A call takes at most BatchSize datagrams, so a batch whose
-// segments exceed it takes more calls. (The kernel coalesces at most 64
-// segments, but nothing here relies on it.)
+// coalesced datagram cut into its segments, none copied: segment j is
+// handed as its buffer from j segment sizes on, so that it lies at offset.
+// A call takes at most BatchSize datagrams, so a batch whose segments
+// exceed it takes more calls. (The kernel coalesces at most 64 segments,
+// but nothing here relies on it.)
 func (b *batch) dispatch(h Handler) {
 	k := 0
 	for i := range b.n {
@@ -135,49 +131,24 @@ func (b *batch) dispatch(h Handler) {
 		} else {
 			seg = size
 		}
+		// A datagram's segments go in one call where they fit, so that
+		// the handler sees its run whole (the gateway joins it again).
 		if k > 0 && k+segs > BatchSize {
 			h(b.out[:k], b.sizes[:k], b.srcs[:k])
 			k = 0
 		}
-		// Copying, the first segment stays in its buffer when all of them
-		// go in one call; otherwise the handler could overwrite the
-		// segments behind it before they are copied, so all are copied.
-		firstStays := segs <= BatchSize
 		for j := range segs {
 			if k == BatchSize {
 				h(b.out[:k], b.sizes[:k], b.srcs[:k])
 				k = 0
 			}
-			from := b.offset + j*seg
-			to := min(from+seg, b.offset+size)
-			switch {
-			case b.inPlace:
-				b.out[k], b.sizes[k], b.srcs[k] = b.bufs[i][j*seg:], to-from, src
-			case j == 0 && firstStays:
-				b.out[k], b.sizes[k], b.srcs[k] = b.bufs[i], to-from, src
-			default:
-				sp := b.spareAt(k)
-				copy(sp[b.offset:], b.bufs[i][from:to])
-				b.out[k], b.sizes[k], b.srcs[k] = sp, to-from, src
-			}
+			b.out[k], b.sizes[k], b.srcs[k] = b.bufs[i][j*seg:], min(seg, size-j*seg), src
 			k++
 		}
 	}
 	if k > 0 {
 		h(b.out[:k], b.sizes[:k], b.srcs[:k])
 	}
-}
-
-// spareAt returns the spare buffer of handler slot k, making it the first
-// time.
-func (b *batch) spareAt(k int) []byte {
-	if b.spare == nil {
-		b.spare = make([][]byte, BatchSize)
-	}
-	if b.spare[k] == nil {
-		b.spare[k] = make([]byte, transport.BufSize)
-	}
-	return b.spare[k]
 }
 
 // ctrlBytes is the control data the kernel returned with message i.
@@ -235,16 +206,8 @@ const logInterval = time.Second
 // Start runs one receive loop per socket family, each calling h with the
 // batches it reads. Datagrams are written at offset into their buffers, so
 // that a caller can strip its headers and leave room before the payload;
-// offset is at most transport.Headroom. Start, or StartInPlace, may be
-// called once.
-func (c *Conn) Start(offset int, h Handler) error { return c.start(offset, h, false) }
-
-// StartInPlace is Start for a handler that writes only within its
-// datagrams: the segments of a coalesced datagram are handed where the
-// kernel wrote them, end to end in one buffer, and none is copied.
-func (c *Conn) StartInPlace(offset int, h Handler) error { return c.start(offset, h, true) }
-
-func (c *Conn) start(offset int, h Handler, inPlace bool) error {
+// offset is at most transport.Headroom. Start may be called once.
+func (c *Conn) Start(offset int, h Handler) error {
 	if offset < 0 || offset > transport.Headroom {
 		return fmt.Errorf("udp: receive offset %d: must be within 0..%d", offset, transport.Headroom)
 	}
@@ -259,17 +222,16 @@ func (c *Conn) start(offset int, h Handler, inPlace bool) error {
 	c.started = true
 	for _, s := range c.socks {
 		c.loops.Add(1)
-		go c.receive(s, offset, h, inPlace)
+		go c.receive(s, offset, h)
 	}
 	return nil
 }
 
-func (c *Conn) receive(s *socket, offset int, h Handler, inPlace bool) {
+func (c *Conn) receive(s *socket, offset int, h Handler) {
 	defer c.loops.Done()
 	b := batchPool.Get().(*batch)
 	defer batchPool.Put(b)
 	b.setOffset(offset)
-	b.inPlace = inPlace
 	var streak int
 	var logged time.Time
 	for {

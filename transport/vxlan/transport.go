@@ -104,7 +104,7 @@ func New(cfg Config, d transport.Deliverer) (*Transport, error) {
 		return nil, fmt.Errorf("vxlan: %w", err)
 	}
 	t.conn = c
-	if err := c.StartInPlace(rxOffset, t.receive); err != nil {
+	if err := c.Start(rxOffset, t.receive); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("vxlan: %w", err)
 	}
