@@ -2,7 +2,9 @@ package natengine
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math/bits"
+	"runtime"
 	"sync/atomic"
 
 	"github.com/snorkel-net/snorkel/packet"
@@ -163,9 +165,12 @@ const (
 type table struct {
 	seed  uint64
 	pages []*[pageSize]flow // fixed length; a page is set before any of its flows is linked
-	index []atomic.Uint64
+	index []atomic.Uint64   // outside the Go heap where the OS allows (newIndex)
 	mask  uint64
 	shift uint // home slot = hash >> shift
+	// unmap releases index; New arranges for it to run once the engine is
+	// unreachable.
+	unmap func()
 
 	// Under Engine.mu.
 	used uint32 // slab slots handed out; slot 0 is never used
@@ -173,16 +178,21 @@ type table struct {
 	max  uint32
 }
 
-func newTable(maxFlows int, seed uint64) table {
+func newTable(maxFlows int, seed uint64) (table, error) {
 	n := bits.Len64(uint64(4*maxFlows - 1))
+	index, unmap, err := newIndex(1 << n)
+	if err != nil {
+		return table{}, fmt.Errorf("natengine: the index of %d flows (%d MiB): %w", maxFlows, 8<<n>>20, err)
+	}
 	return table{
 		seed:  seed,
 		pages: make([]*[pageSize]flow, (maxFlows+1+pageSize-1)/pageSize),
-		index: make([]atomic.Uint64, 1<<n),
+		index: index,
 		mask:  1<<n - 1,
 		shift: uint(64 - n),
+		unmap: unmap,
 		max:   uint32(maxFlows),
-	}
+	}, nil
 }
 
 func (t *table) flow(i uint32) *flow { return &t.pages[i>>pageBits][i&(pageSize-1)] }
@@ -284,12 +294,14 @@ func (t *table) lookup(k *key, v *view) bool {
 				break
 			}
 			v.idx, v.dir, v.seq, v.st = node>>1, node&1, uint32(w>>32), uint32(w)
+			runtime.KeepAlive(t) // and with it the engine, whose cleanup unmaps index
 			return true
 		}
 		if !torn {
-			return false
+			break
 		}
 	}
+	runtime.KeepAlive(t)
 	return false
 }
 

@@ -299,7 +299,11 @@ func TestEstablishedTranslationAllocatesNothing(t *testing.T) {
 // removed one is not.
 func TestIndexSurvivesChurn(t *testing.T) {
 	const maxFlows = 16
-	tb := newTable(maxFlows, 7)
+	tb, err := newTable(maxFlows, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tb.unmap()
 	rng := rand.New(rand.NewPCG(3, 4))
 	live := map[uint32]bool{}
 	var gone []key

@@ -19,7 +19,10 @@
 // Allocation: translating a packet of a known flow, an ICMP error or a
 // fragment allocates nothing. The table is a slab of fixed pages of
 // pointer-free flows indexed by a bucket array sized from Config.MaxFlows,
-// so the garbage collector never scans it; new flows may grow the expiry
+// so the garbage collector never scans it. On Linux the index is mapped
+// outside the Go heap, so that its 32 bytes a flow do not raise the
+// collector's goal, and unmapped once the engine is unreachable
+// (index_linux.go); new flows may grow the expiry
 // wheel's slots and, for UDP, the map of endpoint-independent mappings.
 //
 // Fair shares: each source — a local address for what it starts, a remote

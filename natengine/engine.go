@@ -3,6 +3,7 @@ package natengine
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -141,7 +142,10 @@ func New(cfg Config) (*Engine, error) {
 	} else {
 		e.base = uint64(coarseSince() - time.Second)
 	}
-	e.t = newTable(cfg.MaxFlows, uint64(cfg.Rand())<<32|uint64(cfg.Rand()))
+	if e.t, err = newTable(cfg.MaxFlows, uint64(cfg.Rand())<<32|uint64(cfg.Rand())); err != nil {
+		return nil, err
+	}
+	runtime.AddCleanup(e, func(unmap func()) { unmap() }, e.t.unmap)
 	now := e.clock()
 	e.wheel = newWheel(to.longest(), now)
 	e.reaped.Store(now)
