@@ -130,10 +130,7 @@ func (d *offloadTUN) takeRest(bufs [][]byte, sizes []int, offset int) (int, erro
 // packet's partial checksum; a super-packet's checksums are left to the
 // cut.
 func (d *offloadTUN) readPacket(buf []byte) (tunPacket, error) {
-	d.riov[0] = unix.Iovec{Base: &d.rhdr[0]}
-	d.riov[0].SetLen(virtioNetHdrLen)
-	d.riov[1] = unix.Iovec{Base: &buf[0]}
-	d.riov[1].SetLen(len(buf))
+	d.riov[0], d.riov[1] = iovec(d.rhdr[:]), iovec(buf)
 	if err := d.rc.Read(d.readFn); err != nil {
 		return tunPacket{}, d.closedErr(err)
 	}
