@@ -11,6 +11,11 @@ STATICCHECK_VERSION := v0.8.2
 FUZZTIME ?= 20000x
 TRANSPORT ?= wireguard
 IMAGE ?= ghcr.io/snorkel-net/snorkel:dev
+# One build configuration for what is built from this module, the tests,
+# vet, the image's static binary and the binaries the labs build alike: no
+# cgo, paths trimmed; so a cold run compiles each package once.
+export CGO_ENABLED := 0
+export GOFLAGS := $(strip $(shell $(GO) env GOFLAGS) -trimpath)
 # The API server the control-plane tests run against, built from the Go
 # module proxy (controller/kubelocal/build-kube) and cached.
 KUBE_VERSION := v1.37.2
@@ -110,7 +115,7 @@ $(TOOLS)/wireguard-go: go.mod
 
 # About ten minutes on two cores the first time; the version is in the name.
 $(KUBE_APISERVER) $(KUBE_NODE_TOOLS): $(TOOLS)/%-$(KUBE_VERSION):
-	KUBE_VERSION=$(KUBE_VERSION) nice controller/kubelocal/build-kube $@ $(CACHE)/kube-build $*
+	env -u CGO_ENABLED KUBE_VERSION=$(KUBE_VERSION) nice controller/kubelocal/build-kube $@ $(CACHE)/kube-build $*
 
 # About six minutes on two cores the first time.
 $(COREDNS):
