@@ -24,7 +24,8 @@ export SNORKEL_KUBE_APISERVER := $(KUBE_APISERVER)
 # What the real-node lab runs besides: a kubelet and kube-proxy per node, a
 # controller manager and scheduler per cluster, and kubectl for the
 # tutorial's commands; same build, same cache.
-KUBE_NODE_TOOLS := $(foreach c,kubelet kube-proxy kube-controller-manager kube-scheduler kubectl,$(TOOLS)/$(c)-$(KUBE_VERSION))
+KUBE_NODE_COMMANDS := kubelet kube-proxy kube-controller-manager kube-scheduler kubectl
+KUBE_NODE_TOOLS := $(foreach c,$(KUBE_NODE_COMMANDS),$(TOOLS)/$(c)-$(KUBE_VERSION))
 export SNORKEL_KUBE_TOOLS := $(TOOLS)
 export SNORKEL_KUBE_VERSION := $(KUBE_VERSION)
 # CoreDNS, which the dnsd tests resolve through and the DNS benchmark
@@ -113,9 +114,12 @@ $(TOOLS)/staticcheck:
 $(TOOLS)/wireguard-go: go.mod
 	$(GO) build -o $@ golang.zx2c4.com/wireguard
 
-# About ten minutes on two cores the first time; the version is in the name.
-$(KUBE_APISERVER) $(KUBE_NODE_TOOLS): $(TOOLS)/%-$(KUBE_VERSION):
-	env -u CGO_ENABLED KUBE_VERSION=$(KUBE_VERSION) nice controller/kubelocal/build-kube $@ $(CACHE)/kube-build $*
+# All six in one build, the first time; the version is in the names. With
+# cgo as the machine offers it, not this module's setting above: Kubernetes
+# builds its kubelet with cgo.
+$(KUBE_APISERVER) $(KUBE_NODE_TOOLS) &:
+	mkdir -p $(TOOLS)
+	env -u CGO_ENABLED KUBE_VERSION=$(KUBE_VERSION) nice controller/kubelocal/build-kube $(TOOLS) $(CACHE)/kube-build kube-apiserver $(KUBE_NODE_COMMANDS)
 
 # About six minutes on two cores the first time.
 $(COREDNS):
