@@ -121,10 +121,9 @@ $(KUBE_APISERVER) $(KUBE_NODE_TOOLS) &:
 	mkdir -p $(TOOLS)
 	env -u CGO_ENABLED KUBE_VERSION=$(KUBE_VERSION) nice controller/kubelocal/build-kube $(TOOLS) $(CACHE)/kube-build kube-apiserver $(KUBE_NODE_COMMANDS)
 
-# About six minutes on two cores the first time.
 $(COREDNS):
-	CGO_ENABLED=0 GOBIN=$(CACHE)/coredns-build nice $(GO) install github.com/coredns/coredns@$(COREDNS_VERSION)
-	mv $(CACHE)/coredns-build/coredns $@
+	mkdir -p $(TOOLS)
+	COREDNS_VERSION=$(COREDNS_VERSION) nice deploy/build-coredns $@ $(CACHE)/coredns-build
 
 clean: ## remove build outputs and the tool cache
 	rm -rf $(BIN) $(CACHE)
