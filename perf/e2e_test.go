@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/snorkel-net/snorkel/lab/topo"
+	"github.com/snorkel-net/snorkel/perf/udpsearch"
 )
 
 // TestBenchmarkEndToEnd runs the whole harness briefly: every workload on
@@ -87,11 +88,11 @@ func TestBenchmarkEndToEnd(t *testing.T) {
 				t.Errorf("%s %s: throughput %v", sys, w, v)
 			}
 		}
-		if n := get(WorkloadUDP, MetricUDPTrials); n < 1 || n > UDPMaxTrials {
-			t.Errorf("%s: UDP search ran %v trials, want 1 to %d", sys, n, UDPMaxTrials)
+		if n := get(WorkloadUDP, MetricUDPTrials); n < 1 || n > udpsearch.MaxTrials {
+			t.Errorf("%s: UDP search ran %v trials, want 1 to %d", sys, n, udpsearch.MaxTrials)
 		}
-		if l, ok := back.Summary(sys, WorkloadUDP, MetricLoss.Name); get(WorkloadUDP, MetricUDPRate) > 0 && (!ok || l.Median > UDPMaxLoss) {
-			t.Errorf("%s: UDP rate found with loss %+v, want at most %g%%", sys, l, UDPMaxLoss)
+		if l, ok := back.Summary(sys, WorkloadUDP, MetricLoss.Name); get(WorkloadUDP, MetricUDPRate) > 0 && (!ok || l.Median > udpsearch.MaxLoss) {
+			t.Errorf("%s: UDP rate found with loss %+v, want at most %g%%", sys, l, udpsearch.MaxLoss)
 		}
 		if p50, p99, p999 := get(WorkloadRR, MetricP50), get(WorkloadRR, MetricP99), get(WorkloadRR, MetricP999); !(0 < p50 && p50 <= p99 && p99 <= p999) {
 			t.Errorf("%s: RR percentiles %v, %v, %v out of order", sys, p50, p99, p999)

@@ -3,9 +3,7 @@ package perf
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +13,7 @@ import (
 	"time"
 
 	"github.com/snorkel-net/snorkel/lab/topo"
+	"github.com/snorkel-net/snorkel/perf/perfstat"
 )
 
 // Counters of the Linux perf tool (`perf stat`) over the single-flow TCP
@@ -47,50 +46,6 @@ type PerfStat struct {
 	Raw string `json:"raw,omitempty"`
 	// Error says why there are no counters.
 	Error string `json:"error,omitempty"`
-}
-
-// perfCounter is one line of `perf stat -x,`.
-type perfCounter struct {
-	event     string
-	value     float64
-	supported bool
-}
-
-// parsePerfStat reads the CSV lines of `perf stat -x,`: value, unit,
-// event, then run time, share and derived metrics. "<not supported>"
-// marks an event perf cannot count here; "<not counted>" one that never
-// ran, as a process's software counters never do while it sleeps through
-// the whole window: nothing happened, a count of 0. Other lines
-// (comments, perf's messages) are skipped.
-func parsePerfStat(b []byte) ([]perfCounter, error) {
-	var out []perfCounter
-	for line := range strings.Lines(string(b)) {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		f := strings.Split(line, ",")
-		if len(f) < 4 || f[2] == "" {
-			continue
-		}
-		c := perfCounter{event: f[2]}
-		switch v := f[0]; v {
-		case "<not supported>":
-		case "<not counted>":
-			c.supported = true
-		default:
-			x, err := strconv.ParseFloat(v, 64)
-			if err != nil || x < 0 || math.IsNaN(x) || math.IsInf(x, 0) {
-				continue
-			}
-			c.value, c.supported = x, true
-		}
-		out = append(out, c)
-	}
-	if len(out) == 0 {
-		return nil, errors.New("no counters in perf's output")
-	}
-	return out, nil
 }
 
 // perfStatRun is `perf stat` running over a measurement: one perf per
@@ -200,7 +155,7 @@ func (r *perfStatRun) stop(dir, rel string) *PerfStat {
 		}
 		out := r.output[i].Bytes()
 		fmt.Fprintf(&raw, "# %s: %s\n%s\n", r.names[i], strings.Join(c.Args, " "), bytes.TrimSpace(out))
-		cs, err := parsePerfStat(out)
+		cs, err := perfstat.Parse(out)
 		if err != nil {
 			if werr != nil {
 				err = fmt.Errorf("%w (perf: %v)", err, werr)
@@ -209,10 +164,10 @@ func (r *perfStatRun) stop(dir, rel string) *PerfStat {
 			continue
 		}
 		for _, pc := range cs {
-			if pc.supported {
-				counters[pc.event] += pc.value
+			if pc.Supported {
+				counters[pc.Event] += pc.Value
 			} else {
-				unsupported[pc.event] = true
+				unsupported[pc.Event] = true
 			}
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/snorkel-net/snorkel/perf/udpsearch"
 )
 
 // Plots are SVG grouped bar charts: a group per system, a bar per series
@@ -303,7 +305,7 @@ func (r *Results) udpChart(systems []SystemInfo, names []string) barChart {
 			s.bars[i].label = fmt.Sprintf("none with ≤ %g%% lost", maxLoss)
 		}
 	}
-	return barChart{title: fmt.Sprintf("UDP forwarding rate, %d-byte datagrams (RFC 2544 search)", UDPPayload), yLabel: "thousand datagrams per second",
+	return barChart{title: fmt.Sprintf("UDP forwarding rate, %d-byte datagrams (RFC 2544 search)", udpsearch.Payload), yLabel: "thousand datagrams per second",
 		groups: names, format: "%.1f", series: []barSeries{s}}
 }
 

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/snorkel-net/snorkel/perf/udpsearch"
 )
 
 // kernelCPU stands in a cost cell of a system whose data path is the
@@ -31,7 +33,7 @@ func (r *Results) tables() []table {
 	tput := table{title: "Throughput", head: []string{"system"},
 		note: fmt.Sprintf("Median (min–max) over the repetitions. TCP in Gb/s of payload received; UDP the highest rate, in thousands of %d-byte datagrams per second, "+
 			"that a search of paced trials found forwarded with at most %g%% lost (RFC 2544), with the median loss at it; 0 where every rate tried lost more; "+
-			"≥ where the source could offer no more (or --udp-rate capped the search) and the system kept up, so it may forward more, and a ratio to it is an upper bound.", UDPPayload, r.udpMaxLoss())}
+			"≥ where the source could offer no more (or --udp-rate capped the search) and the system kept up, so it may forward more, and a ratio to it is an upper bound.", udpsearch.Payload, r.udpMaxLoss())}
 	cost := table{title: "Cost", head: []string{"system"},
 		note: "CPU seconds the tunnel processes of both gateway nodes spent per gigabit delivered, median (min–max); tunnel CPU in % of one core during the single-flow run; peak memory is the largest VmHWM of a tunnel process. " +
 			"Where the kernel carries the traffic (veth, kernel vxlan) its CPU is spent in softirq context on whatever runs, and is not attributable."}
@@ -264,7 +266,7 @@ func (r *Results) udpMaxLoss() float64 {
 	if r.Settings.UDPMaxLoss > 0 {
 		return r.Settings.UDPMaxLoss
 	}
-	return UDPMaxLoss
+	return udpsearch.MaxLoss
 }
 
 func (r *Results) workloadTitle(name string) string {

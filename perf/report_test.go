@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/snorkel-net/snorkel/perf/udpsearch"
 )
 
 // sampleResults is a run of four systems, three reps each of the
@@ -297,7 +299,7 @@ func TestReportsShowTheUDPRateFoundAndTheLossAtIt(t *testing.T) {
 	udp, _ := workloadNamed(WorkloadUDP)
 	r := &Results{
 		Benchmark: BenchmarkThroughput,
-		Settings:  Settings{Reps: 1, DurationSec: 2, UDPMaxLoss: UDPMaxLoss},
+		Settings:  Settings{Reps: 1, DurationSec: 2, UDPMaxLoss: udpsearch.MaxLoss},
 		Workloads: []Workload{udp},
 		Systems: []SystemInfo{
 			{Name: "snorkel-vxlan", Kind: KindSnorkel, Transport: "vxlan"},
@@ -307,15 +309,15 @@ func TestReportsShowTheUDPRateFoundAndTheLossAtIt(t *testing.T) {
 	}
 	for _, rep := range []struct {
 		sys    string
-		report UDPSearchReport
+		report udpsearch.Report
 	}{
-		{"snorkel-vxlan", UDPSearchReport{BoundFrom: UDPBoundProbe, Found: true, Rate: 21563, Loss: 0.02,
-			Trials: []UDPTrial{{Sent: 71680, Received: 22286, Seconds: 0.5}, {Rate: 21563, Sent: 10782, Received: 10780, Seconds: 0.5}}}},
-		{"kernel-vxlan", UDPSearchReport{BoundFrom: UDPBoundProbe, Found: true, AtBound: true, Rate: 30563,
-			Trials: []UDPTrial{{Sent: 15282, Received: 15282, Seconds: 0.5}}}},
-		{"lossy", UDPSearchReport{BoundFrom: UDPBoundFlag, Bound: 1000, Trials: []UDPTrial{{Rate: 1000, Sent: 1000, Received: 900, Seconds: 1}}}},
+		{"snorkel-vxlan", udpsearch.Report{BoundFrom: udpsearch.BoundProbe, Found: true, Rate: 21563, Loss: 0.02,
+			Trials: []udpsearch.Trial{{Sent: 71680, Received: 22286, Seconds: 0.5}, {Rate: 21563, Sent: 10782, Received: 10780, Seconds: 0.5}}}},
+		{"kernel-vxlan", udpsearch.Report{BoundFrom: udpsearch.BoundProbe, Found: true, AtBound: true, Rate: 30563,
+			Trials: []udpsearch.Trial{{Sent: 15282, Received: 15282, Seconds: 0.5}}}},
+		{"lossy", udpsearch.Report{BoundFrom: udpsearch.BoundFlag, Bound: 1000, Trials: []udpsearch.Trial{{Rate: 1000, Sent: 1000, Received: 900, Seconds: 1}}}},
 	} {
-		r.Runs = append(r.Runs, Measurement{System: rep.sys, Workload: WorkloadUDP, Rep: 1, Order: len(r.Runs) + 1, Values: rep.report.Values()})
+		r.Runs = append(r.Runs, Measurement{System: rep.sys, Workload: WorkloadUDP, Rep: 1, Order: len(r.Runs) + 1, Values: udpValues(rep.report)})
 	}
 	r.summarize()
 	dir := t.TempDir()

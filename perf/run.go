@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/snorkel-net/snorkel/lab/topo"
+	"github.com/snorkel-net/snorkel/perf/udpsearch"
 	"github.com/snorkel-net/snorkel/transport"
 )
 
@@ -254,9 +255,9 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 			IdleWaitSec:  o.IdleWait.Seconds(),
 			IdleBusyMax:  o.IdleBusyMax,
 			UDPRate:      o.UDPRate,
-			UDPTrialSec:  udpTrialTime(o.Duration).Seconds(),
-			UDPMaxLoss:   UDPMaxLoss,
-			UDPMaxTrials: UDPMaxTrials,
+			UDPTrialSec:  udpsearch.TrialTime(o.Duration).Seconds(),
+			UDPMaxLoss:   udpsearch.MaxLoss,
+			UDPMaxTrials: udpsearch.MaxTrials,
 			PerfStat:     o.PerfStat,
 			Topology:     o.topology(),
 		},

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/snorkel-net/snorkel/perf/udpsearch"
 )
 
 // Benchmarks, each a set of workloads.
@@ -86,7 +88,7 @@ var AllWorkloads = []Workload{
 			"an unpaced probe bounds the rate (unless --udp-rate does), then trials of the run's duration/%d (%s to %s) at rates paced in batches of sendmmsg against the monotonic clock, "+
 			"doubling from the probe's received rate while they pass, then bisecting; at most %d trials with the probe; each trial waits for the datagrams still in the tunnel before counting; "+
 			"a trial passes when it lost at most %g%% and its source offered at least %.0f%% of the rate asked for; the figure is the highest rate a source really offered in a trial within the loss; "+
-			"the sink receives in batches with recvmmsg (`snorkel perf-pod udp-search`/`udp-sink`)", UDPPayload, UDPMaxLoss, UDPMaxTrials, udpTrialMin, udpTrialMax, UDPMaxTrials, UDPMaxLoss, 100*udpOfferedShare),
+			"the sink receives in batches with recvmmsg (`snorkel perf-pod udp-search`/`udp-sink`)", udpsearch.Payload, udpsearch.MaxLoss, udpsearch.MaxTrials, udpsearch.TrialMin, udpsearch.TrialMax, udpsearch.MaxTrials, udpsearch.MaxLoss, 100*udpsearch.OfferedShare),
 		Metrics: []Metric{MetricUDPRate, MetricLoss, MetricUDPAtBound, MetricUDPTrials, MetricUDPProbeRx},
 		Primary: MetricUDPRate.Name,
 		run:     runUDPWorkload,
@@ -171,21 +173,42 @@ func tcpWorkload(name string, flows int, reverse bool) Workload {
 }
 
 func runUDPWorkload(ctx context.Context, e runEnv) (map[string]float64, []byte, error) {
-	trial := udpTrialTime(e.duration)
+	trial := udpsearch.TrialTime(e.duration)
 	args := []string{"perf-pod", "udp-search", "--server", netip.AddrPortFrom(e.path.ServerAddr, udpPort).String(),
-		"--trial", trial.String(), "--payload", strconv.Itoa(UDPPayload),
+		"--trial", trial.String(), "--payload", strconv.Itoa(udpsearch.Payload),
 		"--bound", strconv.FormatFloat(e.udpRate, 'f', -1, 64)}
 	// Every trial sends, drains and talks to the sink; runClient adds
 	// its own margin for starting the client.
-	out, err := runClientFor(ctx, e, UDPMaxTrials*(trial+udpDrainMax+time.Second), args...)
+	out, err := runClientFor(ctx, e, udpsearch.MaxTrials*(trial+udpsearch.DrainMax+time.Second), args...)
 	if err != nil {
 		return nil, out, err
 	}
-	r, err := ParseUDPSearchReport(out)
+	r, err := udpsearch.Parse(out)
 	if err != nil {
 		return nil, out, err
 	}
-	return r.Values(), out, nil
+	return udpValues(r), out, nil
+}
+
+// udpValues returns the UDP workload's metrics: the rate found and the
+// loss at it (a rate of 0 when no trial passed), whether it is the
+// search's bound, the trials it took, and the received rate of the
+// unpaced probe when there was one.
+func udpValues(r udpsearch.Report) map[string]float64 {
+	v := map[string]float64{
+		MetricUDPRate.Name:   r.Rate,
+		MetricUDPTrials.Name: float64(len(r.Trials)),
+	}
+	if r.Found {
+		v[MetricLoss.Name] = r.Loss
+	}
+	if r.AtBound {
+		v[MetricUDPAtBound.Name] = 1
+	}
+	if r.BoundFrom == udpsearch.BoundProbe && len(r.Trials) > 0 {
+		v[MetricUDPProbeRx.Name] = r.Trials[0].ReceivedRate()
+	}
+	return v
 }
 
 func runRRWorkload(ctx context.Context, e runEnv) (map[string]float64, []byte, error) {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/snorkel-net/snorkel/perf"
+	"github.com/snorkel-net/snorkel/perf/udpsearch"
 )
 
 const perfPodUsage = "usage: snorkel perf-pod rr-server|rr-client|udp-sink|udp-search [flags]"
@@ -74,15 +75,15 @@ func runPerfPod(args []string) error {
 		if err != nil {
 			return fmt.Errorf("udp-sink: %w", err)
 		}
-		var s perf.UDPSink
+		var s udpsearch.Sink
 		return s.Serve(ctx, udp, ctl)
 	case "udp-search":
 		server := fs.String("server", "", "address:port of the udp-sink")
 		trial := fs.Duration("trial", time.Second, "how long each trial sends")
-		payload := fs.Int("payload", perf.UDPPayload, "bytes of payload per datagram")
+		payload := fs.Int("payload", udpsearch.Payload, "bytes of payload per datagram")
 		bound := fs.Float64("bound", 0, "highest rate to try, datagrams per second; 0 takes it from an unpaced probe")
-		maxLoss := fs.Float64("max-loss", perf.UDPMaxLoss, "loss in percent a passing trial may have")
-		maxTrials := fs.Int("max-trials", perf.UDPMaxTrials, "most trials, the probe included")
+		maxLoss := fs.Float64("max-loss", udpsearch.MaxLoss, "loss in percent a passing trial may have")
+		maxTrials := fs.Int("max-trials", udpsearch.MaxTrials, "most trials, the probe included")
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
@@ -96,8 +97,8 @@ func runPerfPod(args []string) error {
 		if *maxTrials < 1 {
 			return fmt.Errorf("udp-search: --max-trials %d: give at least 1", *maxTrials)
 		}
-		r, err := perf.RunUDPSearch(ctx, perf.UDPSearchClientOptions{Server: ap, Trial: *trial, Payload: *payload,
-			UDPSearchOptions: perf.UDPSearchOptions{Bound: *bound, MaxLoss: *maxLoss, MaxTrials: *maxTrials}})
+		r, err := udpsearch.Run(ctx, udpsearch.ClientOptions{Server: ap, Trial: *trial, Payload: *payload,
+			Options: udpsearch.Options{Bound: *bound, MaxLoss: *maxLoss, MaxTrials: *maxTrials}})
 		if err != nil {
 			return err
 		}

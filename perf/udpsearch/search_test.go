@@ -1,4 +1,4 @@
-package perf
+package udpsearch
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -29,11 +31,11 @@ type fakeTunnel struct {
 	rates     []float64
 }
 
-func (f *fakeTunnel) trial(_ context.Context, rate float64) (UDPTrial, error) {
+func (f *fakeTunnel) trial(_ context.Context, rate float64) (Trial, error) {
 	f.rates = append(f.rates, rate)
 	const secs = 100
 	if rate == 0 {
-		return UDPTrial{Sent: f.probeSent * secs, Received: f.probeRx * secs, Seconds: secs}, nil
+		return Trial{Sent: f.probeSent * secs, Received: f.probeRx * secs, Seconds: secs}, nil
 	}
 	offered := rate
 	if f.sourceMax > 0 {
@@ -44,7 +46,7 @@ func (f *fakeTunnel) trial(_ context.Context, rate float64) (UDPTrial, error) {
 	if f.lossAt != nil {
 		rx *= 1 - f.lossAt(rate)/100
 	}
-	return UDPTrial{Rate: rate, Sent: sent, Received: int64(math.Floor(rx)), Seconds: secs}, nil
+	return Trial{Rate: rate, Sent: sent, Received: int64(math.Floor(rx)), Seconds: secs}, nil
 }
 
 func TestUDPSearchConvergesOnTheCapacityFromBelow(t *testing.T) {
@@ -64,14 +66,14 @@ func TestUDPSearchConvergesOnTheCapacityFromBelow(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &fakeTunnel{capacity: tc.capacity, probeSent: tc.probeSent, probeRx: tc.probeRx}
-			r, err := searchRate(t.Context(), UDPSearchOptions{}, f.trial)
+			r, err := searchRate(t.Context(), Options{}, f.trial)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !r.Found || r.Rate > tc.capacity || r.Rate < (1-tc.within)*tc.capacity {
 				t.Errorf("found %v, rate %.0f; want within %.0f%% below %.0f (rates tried %.0f)", r.Found, r.Rate, 100*tc.within, tc.capacity, f.rates)
 			}
-			if f.rates[0] != 0 || r.BoundFrom != UDPBoundProbe || r.Bound != float64(tc.probeSent) || len(r.Trials) > UDPMaxTrials {
+			if f.rates[0] != 0 || r.BoundFrom != BoundProbe || r.Bound != float64(tc.probeSent) || len(r.Trials) > MaxTrials {
 				t.Errorf("rates tried %.0f, bound %v from %q; want an unpaced probe first, bounding the search", f.rates, r.Bound, r.BoundFrom)
 			}
 			for _, rate := range f.rates {
@@ -91,22 +93,22 @@ func TestUDPSearchPassesTrialsWithinTheLossThresholdOnly(t *testing.T) {
 	// 40000/s.
 	f := &fakeTunnel{capacity: 1e9, probeSent: 200000, probeRx: 30000,
 		lossAt: func(rate float64) float64 { return 0.1 * rate / 40000 }}
-	r, err := searchRate(t.Context(), UDPSearchOptions{}, f.trial)
+	r, err := searchRate(t.Context(), Options{}, f.trial)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !r.Found || r.Loss > UDPMaxLoss || r.Rate > 40000 || r.Rate < 38000 {
-		t.Errorf("found %v, %.0f/s at %.3f%% lost; want just under 40000/s with at most %g%% (rates tried %.0f)", r.Found, r.Rate, r.Loss, UDPMaxLoss, f.rates)
+	if !r.Found || r.Loss > MaxLoss || r.Rate > 40000 || r.Rate < 38000 {
+		t.Errorf("found %v, %.0f/s at %.3f%% lost; want just under 40000/s with at most %g%% (rates tried %.0f)", r.Found, r.Rate, r.Loss, MaxLoss, f.rates)
 	}
 	for _, tr := range r.Trials {
-		if tr.Rate > r.Rate && tr.Loss() <= UDPMaxLoss {
+		if tr.Rate > r.Rate && tr.Loss() <= MaxLoss {
 			t.Errorf("a trial at %.0f/s passed with %.3f%% lost, above the rate reported", tr.Rate, tr.Loss())
 		}
 	}
 
 	// A stricter threshold finds a lower rate.
 	f.rates = nil
-	strict, err := searchRate(t.Context(), UDPSearchOptions{MaxLoss: 0.01}, f.trial)
+	strict, err := searchRate(t.Context(), Options{MaxLoss: 0.01}, f.trial)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +129,7 @@ func TestUDPSearchStaysWithinItsTrials(t *testing.T) {
 			// A noisy tunnel, whose loss is not monotonic in the rate.
 			f.lossAt = func(float64) float64 { return rng.Float64() * 0.2 }
 		}
-		o := UDPSearchOptions{MaxTrials: 1 + rng.IntN(10)}
+		o := Options{MaxTrials: 1 + rng.IntN(10)}
 		if rng.IntN(3) == 0 {
 			o.Bound = float64(1 + rng.IntN(1000000))
 		}
@@ -140,7 +142,7 @@ func TestUDPSearchStaysWithinItsTrials(t *testing.T) {
 		}
 		best := 0.0
 		for _, tr := range r.Trials {
-			if tr.Sent > 0 && tr.Loss() <= UDPMaxLoss {
+			if tr.Sent > 0 && tr.Loss() <= MaxLoss {
 				best = max(best, tr.Offered())
 			}
 		}
@@ -155,16 +157,12 @@ func TestUDPSearchStaysWithinItsTrials(t *testing.T) {
 
 func TestUDPSearchOfATunnelThatLosesAtEveryRateFindsNothing(t *testing.T) {
 	f := &fakeTunnel{capacity: 1e9, probeSent: 100000, probeRx: 50000, lossAt: func(float64) float64 { return 1 }}
-	r, err := searchRate(t.Context(), UDPSearchOptions{}, f.trial)
+	r, err := searchRate(t.Context(), Options{}, f.trial)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Found || r.Rate != 0 || len(r.Trials) != UDPMaxTrials {
-		t.Errorf("found %v at %.0f/s after %d trials; want nothing after all %d", r.Found, r.Rate, len(r.Trials), UDPMaxTrials)
-	}
-	v := r.Values()
-	if _, ok := v[MetricLoss.Name]; ok || v[MetricUDPRate.Name] != 0 {
-		t.Errorf("values %v: want a rate of 0 and no loss at it", v)
+	if r.Found || r.Rate != 0 || len(r.Trials) != MaxTrials {
+		t.Errorf("found %v at %.0f/s after %d trials; want nothing after all %d", r.Found, r.Rate, len(r.Trials), MaxTrials)
 	}
 	if err := r.check(); err != nil {
 		t.Error(err)
@@ -173,19 +171,19 @@ func TestUDPSearchOfATunnelThatLosesAtEveryRateFindsNothing(t *testing.T) {
 
 func TestUDPSearchFromABoundSkipsTheProbe(t *testing.T) {
 	f := &fakeTunnel{capacity: 50000}
-	r, err := searchRate(t.Context(), UDPSearchOptions{Bound: 20000}, f.trial)
+	r, err := searchRate(t.Context(), Options{Bound: 20000}, f.trial)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !r.Found || r.Rate != 20000 || len(f.rates) != 1 || r.BoundFrom != UDPBoundFlag || !r.AtBound || r.Values()[MetricUDPAtBound.Name] != 1 {
+	if !r.Found || r.Rate != 20000 || len(f.rates) != 1 || r.BoundFrom != BoundFlag || !r.AtBound {
 		t.Errorf("bound below the capacity: %.0f/s after rates %.0f; want the bound, in one trial", r.Rate, f.rates)
 	}
-	if _, ok := r.Values()[MetricUDPProbeRx.Name]; ok {
-		t.Error("a probe's received rate without a probe")
+	if r.Trials[0].Rate == 0 {
+		t.Error("an unpaced probe, with a bound given")
 	}
 
 	f = &fakeTunnel{capacity: 50000}
-	r, err = searchRate(t.Context(), UDPSearchOptions{Bound: 400000}, f.trial)
+	r, err = searchRate(t.Context(), Options{Bound: 400000}, f.trial)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +194,7 @@ func TestUDPSearchFromABoundSkipsTheProbe(t *testing.T) {
 
 func TestUDPSearchOfATunnelThatKeepsUpWithTheSourceEndsAfterTheProbe(t *testing.T) {
 	f := &fakeTunnel{capacity: 1e9, probeSent: 30000, probeRx: 30000}
-	r, err := searchRate(t.Context(), UDPSearchOptions{}, f.trial)
+	r, err := searchRate(t.Context(), Options{}, f.trial)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +211,7 @@ func TestUDPSearchCountsARateTheSourceFellShortOfAsNotPassed(t *testing.T) {
 	// only: 50000/s and 25000/s were never offered, and the highest rate
 	// that really was is the result.
 	f := &fakeTunnel{capacity: 1e9, sourceMax: 20000}
-	r, err := searchRate(t.Context(), UDPSearchOptions{Bound: 50000}, f.trial)
+	r, err := searchRate(t.Context(), Options{Bound: 50000}, f.trial)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,73 +229,69 @@ func TestUDPSearchCountsARateTheSourceFellShortOfAsNotPassed(t *testing.T) {
 func TestUDPSearchStopsAtATrialsError(t *testing.T) {
 	n := 0
 	boom := errors.New("sink gone")
-	r, err := searchRate(t.Context(), UDPSearchOptions{}, func(ctx context.Context, rate float64) (UDPTrial, error) {
+	r, err := searchRate(t.Context(), Options{}, func(ctx context.Context, rate float64) (Trial, error) {
 		if n++; n == 3 {
-			return UDPTrial{}, boom
+			return Trial{}, boom
 		}
-		return UDPTrial{Rate: rate, Sent: 1000, Received: 500, Seconds: 1}, nil
+		return Trial{Rate: rate, Sent: 1000, Received: 500, Seconds: 1}, nil
 	})
 	if !errors.Is(err, boom) || len(r.Trials) != 2 {
 		t.Errorf("err %v with %d trials; want the trial's error after 2", err, len(r.Trials))
 	}
 }
 
-func TestUDPTrialTimeIsAnEighthOfTheDurationWithinBounds(t *testing.T) {
+func TestTrialTimeIsAnEighthOfTheDurationWithinBounds(t *testing.T) {
 	for d, want := range map[time.Duration]time.Duration{
-		time.Second:      udpTrialMin,
-		2 * time.Second:  udpTrialMin,
+		time.Second:      TrialMin,
+		2 * time.Second:  TrialMin,
 		10 * time.Second: 1250 * time.Millisecond,
-		60 * time.Second: udpTrialMax,
+		60 * time.Second: TrialMax,
 	} {
-		if got := udpTrialTime(d); got != want {
+		if got := TrialTime(d); got != want {
 			t.Errorf("duration %s: trials of %s, want %s", d, got, want)
 		}
 	}
 }
 
-func TestParseUDPSearchReportReadsARealSearch(t *testing.T) {
-	r, err := ParseUDPSearchReport(readFixture(t, "udp-search.json"))
+func TestParseReadsARealSearch(t *testing.T) {
+	r, err := Parse(readFixture(t, "udp-search.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Payload != UDPPayload || len(r.Trials) < 2 || r.Trials[0].Rate != 0 || r.BoundFrom != UDPBoundProbe {
-		t.Errorf("report %+v: want a probed search of %d-byte datagrams", r, UDPPayload)
+	if r.Payload != Payload || len(r.Trials) < 2 || r.Trials[0].Rate != 0 || r.BoundFrom != BoundProbe {
+		t.Errorf("report %+v: want a probed search of %d-byte datagrams", r, Payload)
 	}
-	v := r.Values()
-	if !r.Found || v[MetricUDPRate.Name] != r.Rate || v[MetricLoss.Name] > UDPMaxLoss || v[MetricUDPTrials.Name] != float64(len(r.Trials)) {
-		t.Errorf("values %v of %+v", v, r)
-	}
-	if v[MetricUDPProbeRx.Name] != r.Trials[0].ReceivedRate() {
-		t.Errorf("probe received %v/s, want %v/s", v[MetricUDPProbeRx.Name], r.Trials[0].ReceivedRate())
+	if !r.Found || r.Rate <= 0 || r.Loss > MaxLoss || r.Trials[0].ReceivedRate() <= 0 {
+		t.Errorf("report %+v: want a rate found within %g%% lost after a probe that got through", r, MaxLoss)
 	}
 }
 
-func TestParseUDPSearchReportRefusesWhatDoesNotHoldTogether(t *testing.T) {
-	good := UDPSearchReport{Payload: 64, TrialSeconds: 1, MaxLoss: 0.1, MaxTrials: 8, Bound: 1000, BoundFrom: UDPBoundFlag,
-		Trials: []UDPTrial{{Rate: 1000, Sent: 1000, Received: 1000, Seconds: 1}}, Found: true, Rate: 1000, Loss: 0}
-	enc := func(r UDPSearchReport) []byte { b, _ := json.Marshal(r); return b }
-	if _, err := ParseUDPSearchReport(enc(good)); err != nil {
+func TestParseRefusesWhatDoesNotHoldTogether(t *testing.T) {
+	good := Report{Payload: 64, TrialSeconds: 1, MaxLoss: 0.1, MaxTrials: 8, Bound: 1000, BoundFrom: BoundFlag,
+		Trials: []Trial{{Rate: 1000, Sent: 1000, Received: 1000, Seconds: 1}}, Found: true, Rate: 1000, Loss: 0}
+	enc := func(r Report) []byte { b, _ := json.Marshal(r); return b }
+	if _, err := Parse(enc(good)); err != nil {
 		t.Fatalf("good report refused: %v", err)
 	}
-	for name, change := range map[string]func(r *UDPSearchReport){
-		"no trials":                       func(r *UDPSearchReport) { r.Trials = nil },
-		"more received than sent":         func(r *UDPSearchReport) { r.Trials[0].Received = 1001 },
-		"a trial of no time":              func(r *UDPSearchReport) { r.Trials[0].Seconds = 0 },
-		"counts that overflow":            func(r *UDPSearchReport) { r.Trials[0].SendErrors = math.MaxInt64 },
-		"a rate no trial offered":         func(r *UDPSearchReport) { r.Rate = 2000 },
-		"found, but every trial lost":     func(r *UDPSearchReport) { r.Trials[0].Received = 900 },
-		"not found, but a trial passed":   func(r *UDPSearchReport) { r.Found, r.Rate = false, 0 },
-		"at the bound, but found nothing": func(r *UDPSearchReport) { r.AtBound, r.Found, r.Trials[0].Received = true, false, 0 },
-		"more trials than allowed":        func(r *UDPSearchReport) { r.MaxTrials = 1; r.Trials = append(r.Trials, r.Trials[0]) },
+	for name, change := range map[string]func(r *Report){
+		"no trials":                       func(r *Report) { r.Trials = nil },
+		"more received than sent":         func(r *Report) { r.Trials[0].Received = 1001 },
+		"a trial of no time":              func(r *Report) { r.Trials[0].Seconds = 0 },
+		"counts that overflow":            func(r *Report) { r.Trials[0].SendErrors = math.MaxInt64 },
+		"a rate no trial offered":         func(r *Report) { r.Rate = 2000 },
+		"found, but every trial lost":     func(r *Report) { r.Trials[0].Received = 900 },
+		"not found, but a trial passed":   func(r *Report) { r.Found, r.Rate = false, 0 },
+		"at the bound, but found nothing": func(r *Report) { r.AtBound, r.Found, r.Trials[0].Received = true, false, 0 },
+		"more trials than allowed":        func(r *Report) { r.MaxTrials = 1; r.Trials = append(r.Trials, r.Trials[0]) },
 	} {
 		r := good
-		r.Trials = append([]UDPTrial(nil), good.Trials...)
+		r.Trials = append([]Trial(nil), good.Trials...)
 		change(&r)
-		if got, err := ParseUDPSearchReport(enc(r)); err == nil {
+		if got, err := Parse(enc(r)); err == nil {
 			t.Errorf("%s: parsed %+v, want an error", name, got)
 		}
 	}
-	if _, err := ParseUDPSearchReport([]byte(`{"trials": [`)); err == nil || !strings.Contains(err.Error(), "udp search report") {
+	if _, err := Parse([]byte(`{"trials": [`)); err == nil || !strings.Contains(err.Error(), "udpsearch: report") {
 		t.Errorf("cut JSON: %v", err)
 	}
 }
@@ -335,14 +329,14 @@ func TestPacerNeverRunsAheadAndMakesUpForLateWakeUps(t *testing.T) {
 	}
 }
 
-// FuzzParseUDPSearchReport: any input is refused or yields a report whose
+// FuzzParse: any input is refused or yields a report whose
 // figure is its best trial's and whose values are finite and in range.
-func FuzzParseUDPSearchReport(f *testing.F) {
+func FuzzParse(f *testing.F) {
 	f.Add(readFixture(f, "udp-search.json"))
 	f.Add([]byte(`{"maxLossPercent":0.1,"trials":[{"rate":1000,"sent":1000,"received":1000,"seconds":1}],"found":true,"rate":1000}`))
 	f.Add([]byte(`{"trials":[{"sent":10,"received":0,"seconds":1}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		r, err := ParseUDPSearchReport(b)
+		r, err := Parse(b)
 		if err != nil {
 			return
 		}
@@ -350,12 +344,20 @@ func FuzzParseUDPSearchReport(f *testing.F) {
 		if ok != r.Found || ok && best.Offered() != r.Rate {
 			t.Fatalf("accepted %s: found %v at %v/s, best trial %+v (%v)", b, r.Found, r.Rate, best, ok)
 		}
-		v := r.Values()
-		if l, has := v[MetricLoss.Name]; has && (l < 0 || l > r.MaxLoss) {
-			t.Fatalf("accepted %s: loss %v outside [0, %v]", b, l, r.MaxLoss)
+		if r.Found && (r.Loss < 0 || r.Loss > r.MaxLoss) {
+			t.Fatalf("accepted %s: loss %v outside [0, %v]", b, r.Loss, r.MaxLoss)
 		}
-		if v[MetricUDPTrials.Name] < 1 {
+		if len(r.Trials) < 1 {
 			t.Fatalf("accepted %s with no trials", b)
 		}
 	})
+}
+
+func readFixture(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -1,4 +1,4 @@
-package perf
+package udpsearch
 
 import (
 	"bufio"
@@ -25,14 +25,14 @@ import (
 // in batches of recvmmsg; the two compare counts over a TCP control
 // connection on the same port. Every datagram starts with its trial's
 // session number and its sequence number, so that stragglers of an
-// earlier trial are not counted. udpsearch.go drives trials of it to find
+// earlier trial are not counted. search.go drives trials of it to find
 // a system's forwarding rate.
 
 // Sizes and times of the UDP generator.
 const (
-	// UDPPayload is the workload's datagram payload: 64 bytes, a 92-byte
+	// Payload is the workload's datagram payload: 64 bytes, a 92-byte
 	// IPv4 packet.
-	UDPPayload = 64
+	Payload = 64
 	// udpHeader is the session and sequence numbers leading each payload.
 	udpHeader = 16
 	// udpBatch is the most datagrams one sendmmsg or recvmmsg moves.
@@ -46,22 +46,22 @@ const (
 	udpMaxSleep = 10 * time.Millisecond
 	// After its last datagram a source asks the sink's count every
 	// udpDrainPoll until every datagram arrived or the count stayed the
-	// same for udpDrainQuiet, and at most for udpDrainMax: the datagrams
+	// same for udpDrainQuiet, and at most for DrainMax: the datagrams
 	// still queued in the tunnel arrive late, not never.
 	udpDrainPoll  = 20 * time.Millisecond
 	udpDrainQuiet = 200 * time.Millisecond
-	udpDrainMax   = 2 * time.Second
+	DrainMax      = 2 * time.Second
 )
 
-// UDPSink counts the datagrams of the current session.
-type UDPSink struct {
+// Sink counts the datagrams of the current session.
+type Sink struct {
 	session  atomic.Uint64
 	received atomic.Int64
 }
 
 // Serve counts datagrams arriving on conn and answers sources on ctl, the
 // TCP listener on the same address, until ctx is done.
-func (s *UDPSink) Serve(ctx context.Context, conn *net.UDPConn, ctl net.Listener) error {
+func (s *Sink) Serve(ctx context.Context, conn *net.UDPConn, ctl net.Listener) error {
 	go func() {
 		<-ctx.Done()
 		conn.Close()
@@ -76,7 +76,7 @@ func (s *UDPSink) Serve(ctx context.Context, conn *net.UDPConn, ctl net.Listener
 		for {
 			c, err := ctl.Accept()
 			if err != nil {
-				errc <- fmt.Errorf("perf: udp sink control: %w", err)
+				errc <- fmt.Errorf("udpsearch: sink control: %w", err)
 				return
 			}
 			go s.control(c)
@@ -89,7 +89,7 @@ func (s *UDPSink) Serve(ctx context.Context, conn *net.UDPConn, ctl net.Listener
 	return err
 }
 
-func (s *UDPSink) receive(conn *net.UDPConn) error {
+func (s *Sink) receive(conn *net.UDPConn) error {
 	pc := ipv4.NewPacketConn(conn)
 	msgs := make([]ipv4.Message, udpBatch)
 	for i := range msgs {
@@ -98,7 +98,7 @@ func (s *UDPSink) receive(conn *net.UDPConn) error {
 	for {
 		n, err := pc.ReadBatch(msgs, 0)
 		if err != nil {
-			return fmt.Errorf("perf: udp sink: %w", err)
+			return fmt.Errorf("udpsearch: sink: %w", err)
 		}
 		want := s.session.Load()
 		var got int64
@@ -118,7 +118,7 @@ func (s *UDPSink) receive(conn *net.UDPConn) error {
 // "count" is answered with the count so far; "stop" is answered with the
 // count, and ends the session. A source runs any number of sessions, one
 // after the other, on one connection.
-func (s *UDPSink) control(c net.Conn) {
+func (s *Sink) control(c net.Conn) {
 	defer c.Close()
 	r := bufio.NewReader(c)
 	for {
@@ -151,9 +151,9 @@ func (s *UDPSink) control(c net.Conn) {
 	}
 }
 
-// UDPTrial is one trial of the UDP generator: datagrams offered at a rate
+// Trial is one trial of the UDP generator: datagrams offered at a rate
 // for a time, and how many the sink counted.
-type UDPTrial struct {
+type Trial struct {
 	// Rate is the datagrams per second asked for; 0 sends as fast as the
 	// source can.
 	Rate float64 `json:"rate"`
@@ -171,7 +171,7 @@ type UDPTrial struct {
 }
 
 // Offered is the rate the source really offered, in datagrams per second.
-func (t UDPTrial) Offered() float64 {
+func (t Trial) Offered() float64 {
 	if t.Seconds <= 0 {
 		return 0
 	}
@@ -179,7 +179,7 @@ func (t UDPTrial) Offered() float64 {
 }
 
 // ReceivedRate is the datagrams the sink counted per second of sending.
-func (t UDPTrial) ReceivedRate() float64 {
+func (t Trial) ReceivedRate() float64 {
 	if t.Seconds <= 0 {
 		return 0
 	}
@@ -188,7 +188,7 @@ func (t UDPTrial) ReceivedRate() float64 {
 
 // Loss is the share of the offered datagrams the sink did not count, in
 // percent; 100 when nothing was offered.
-func (t UDPTrial) Loss() float64 {
+func (t Trial) Loss() float64 {
 	offered := t.Sent + t.SendErrors
 	if offered <= 0 {
 		return 100
@@ -196,9 +196,9 @@ func (t UDPTrial) Loss() float64 {
 	return 100 * float64(offered-t.Received) / float64(offered)
 }
 
-// udpSource sends trials to one UDPSink, each a session of its own on one
+// source sends trials to one Sink, each a session of its own on one
 // control connection.
-type udpSource struct {
+type source struct {
 	ctl     net.Conn
 	ctlr    *bufio.Reader
 	conn    *net.UDPConn
@@ -207,22 +207,22 @@ type udpSource struct {
 	payload int
 }
 
-// dialUDPSource connects to the sink at server; the caller closes it.
-func dialUDPSource(ctx context.Context, server netip.AddrPort, payload int) (*udpSource, error) {
+// dialSource connects to the sink at server; the caller closes it.
+func dialSource(ctx context.Context, server netip.AddrPort, payload int) (*source, error) {
 	if payload < udpHeader || payload > 1400 {
-		return nil, fmt.Errorf("perf: udp payload %d: use %d to 1400 bytes", payload, udpHeader)
+		return nil, fmt.Errorf("udpsearch: payload %d: use %d to 1400 bytes", payload, udpHeader)
 	}
 	var d net.Dialer
 	ctl, err := d.DialContext(ctx, "tcp", server.String())
 	if err != nil {
-		return nil, fmt.Errorf("perf: udp source: control connection: %w", err)
+		return nil, fmt.Errorf("udpsearch: source: control connection: %w", err)
 	}
 	conn, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(server))
 	if err != nil {
 		ctl.Close()
-		return nil, fmt.Errorf("perf: udp source: %w", err)
+		return nil, fmt.Errorf("udpsearch: source: %w", err)
 	}
-	s := &udpSource{ctl: ctl, ctlr: bufio.NewReader(ctl), conn: conn, pc: ipv4.NewPacketConn(conn), payload: payload}
+	s := &source{ctl: ctl, ctlr: bufio.NewReader(ctl), conn: conn, pc: ipv4.NewPacketConn(conn), payload: payload}
 	s.msgs = make([]ipv4.Message, udpBatch)
 	for i := range s.msgs {
 		s.msgs[i].Buffers = [][]byte{make([]byte, payload)}
@@ -230,49 +230,51 @@ func dialUDPSource(ctx context.Context, server netip.AddrPort, payload int) (*ud
 	return s, nil
 }
 
-func (s *udpSource) Close() error {
+func (s *source) Close() error {
 	return errors.Join(s.conn.Close(), s.ctl.Close())
 }
 
 // trial offers datagrams at rate (0: as fast as the source can) for d,
 // waits for the tunnel to drain, and reads the sink's count.
-func (s *udpSource) trial(ctx context.Context, rate float64, d time.Duration) (UDPTrial, error) {
+func (s *source) trial(ctx context.Context, rate float64, d time.Duration) (Trial, error) {
 	stop := context.AfterFunc(ctx, func() { s.ctl.SetDeadline(time.Now()) })
 	defer stop()
 	var sid [8]byte
 	rand.Read(sid[:])
 	session := binary.BigEndian.Uint64(sid[:]) | 1
 	if _, err := s.ask(fmt.Sprintf("start %x", session)); err != nil {
-		return UDPTrial{}, err
+		return Trial{}, err
 	}
 	for _, m := range s.msgs {
 		binary.BigEndian.PutUint64(m.Buffers[0][:8], session)
 	}
 	t, err := s.send(ctx, rate, d)
 	if err != nil {
-		return UDPTrial{}, err
+		return Trial{}, err
 	}
 	drained := time.Now()
 	last, quiet := int64(-1), drained
 	for {
 		n, err := s.askCount("count")
 		if err != nil {
-			return UDPTrial{}, err
+			return Trial{}, err
 		}
 		now := time.Now()
 		if n != last {
 			last, quiet = n, now
 		}
-		if n >= t.Sent || now.Sub(quiet) >= udpDrainQuiet || now.Sub(drained) >= udpDrainMax {
+		if n >= t.Sent || now.Sub(quiet) >= udpDrainQuiet || now.Sub(drained) >= DrainMax {
 			break
 		}
-		if err := sleep(ctx, udpDrainPoll); err != nil {
-			return UDPTrial{}, err
+		select {
+		case <-ctx.Done():
+			return Trial{}, ctx.Err()
+		case <-time.After(udpDrainPoll):
 		}
 	}
 	n, err := s.askCount("stop")
 	if err != nil {
-		return UDPTrial{}, err
+		return Trial{}, err
 	}
 	t.DrainSeconds = time.Since(drained).Seconds()
 	// The sink counts only the session's datagrams, but a duplicated one
@@ -282,39 +284,39 @@ func (s *udpSource) trial(ctx context.Context, rate float64, d time.Duration) (U
 }
 
 // ask sends a control command and returns the sink's answer.
-func (s *udpSource) ask(cmd string) (string, error) {
+func (s *source) ask(cmd string) (string, error) {
 	s.ctl.SetDeadline(time.Now().Add(10 * time.Second))
 	if _, err := fmt.Fprintln(s.ctl, cmd); err != nil {
-		return "", fmt.Errorf("perf: udp source: control connection: %w", err)
+		return "", fmt.Errorf("udpsearch: source: control connection: %w", err)
 	}
 	line, err := s.ctlr.ReadString('\n')
 	if err != nil {
-		return "", fmt.Errorf("perf: udp source: no answer to %q from the sink: %w", cmd, err)
+		return "", fmt.Errorf("udpsearch: source: no answer to %q from the sink: %w", cmd, err)
 	}
 	got := strings.TrimSpace(line)
 	if strings.HasPrefix(got, "error") || cmd != "count" && cmd != "stop" && got != "ok" {
-		return "", fmt.Errorf("perf: udp source: sink answered %q to %q", got, cmd)
+		return "", fmt.Errorf("udpsearch: source: sink answered %q to %q", got, cmd)
 	}
 	return got, nil
 }
 
 // askCount sends "count" or "stop" and returns the count in the answer.
-func (s *udpSource) askCount(cmd string) (int64, error) {
+func (s *source) askCount(cmd string) (int64, error) {
 	a, err := s.ask(cmd)
 	if err != nil {
 		return 0, err
 	}
 	n, err := strconv.ParseInt(a, 10, 64)
 	if err != nil || n < 0 {
-		return 0, fmt.Errorf("perf: udp source: sink answered %q to %q", a, cmd)
+		return 0, fmt.Errorf("udpsearch: source: sink answered %q to %q", a, cmd)
 	}
 	return n, nil
 }
 
 // send offers the session's datagrams for d, paced by a pacer against the
 // monotonic clock.
-func (s *udpSource) send(ctx context.Context, rate float64, d time.Duration) (UDPTrial, error) {
-	t := UDPTrial{Rate: rate}
+func (s *source) send(ctx context.Context, rate float64, d time.Duration) (Trial, error) {
+	t := Trial{Rate: rate}
 	p := newPacer(rate)
 	start := monotonic()
 	end := start + d.Nanoseconds()
@@ -344,11 +346,11 @@ func (s *udpSource) send(ctx context.Context, rate float64, d time.Duration) (UD
 				t.SendErrors += int64(max(1, n-sent))
 				continue
 			}
-			return UDPTrial{}, fmt.Errorf("perf: udp source: send: %w", err)
+			return Trial{}, fmt.Errorf("udpsearch: source: send: %w", err)
 		}
 	}
 	if ctx.Err() != nil {
-		return UDPTrial{}, ctx.Err()
+		return Trial{}, ctx.Err()
 	}
 	return t, nil
 }

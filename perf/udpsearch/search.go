@@ -1,16 +1,5 @@
-package perf
-
-import (
-	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"math"
-	"net/netip"
-	"time"
-)
-
-// The UDP forwarding-rate search, after RFC 2544 section 26.1: a system's
+// Package udpsearch is the UDP forwarding-rate search, after RFC 2544
+// section 26.1, and the generator its trials run on (gen.go): a system's
 // UDP figure is the highest rate it forwards with at most a tolerated
 // loss, found by trials at offered rates the search picks. A source that
 // sends as fast as it can measures instead how a machine's CPUs were
@@ -27,74 +16,91 @@ import (
 // not test that rate. The result is the highest rate a source really
 // offered in a trial that lost at most the tolerated share; a system that
 // loses too much at every rate tried has none.
+//
+// `snorkel perf-pod udp-search` runs Run in one pod of the lab against
+// `snorkel perf-pod udp-sink` (a Sink) in the other, and prints the Report
+// as JSON, which package perf reads with Parse. A Sink counts one session
+// at a time, the one a source started last; a source runs one trial at a
+// time.
+package udpsearch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/netip"
+	"time"
+)
 
 // Defaults of the search.
 const (
-	// UDPMaxLoss is the loss, in percent, a trial may have and pass.
-	UDPMaxLoss = 0.1
-	// UDPMaxTrials bounds the trials of one search, the probe included.
-	UDPMaxTrials = 8
+	// MaxLoss is the loss, in percent, a trial may have and pass.
+	MaxLoss = 0.1
+	// MaxTrials bounds the trials of one search, the probe included.
+	MaxTrials = 8
 	// udpSearchPrecision ends the search when the highest passing and the
 	// lowest failing rate are this close, as a share of the latter.
 	udpSearchPrecision = 0.02
-	// udpOfferedShare is the share of the rate asked for that a paced
+	// OfferedShare is the share of the rate asked for that a paced
 	// source must offer for its trial to test that rate.
-	udpOfferedShare = 0.95
-	// Bounds of a trial's length (udpTrialTime).
-	udpTrialMin = 500 * time.Millisecond
-	udpTrialMax = 2 * time.Second
+	OfferedShare = 0.95
+	// Bounds of a trial's length (TrialTime).
+	TrialMin = 500 * time.Millisecond
+	TrialMax = 2 * time.Second
 )
 
 // Where a search's bound came from.
 const (
-	UDPBoundProbe = "probe"
-	UDPBoundFlag  = "udp-rate"
+	BoundProbe = "probe"
+	BoundFlag  = "udp-rate"
 )
 
-// udpTrialTime is the length of each trial for a run whose measurements
-// send for d: an eighth of it, so that a search of UDPMaxTrials trials
+// TrialTime is the length of each trial for a run whose measurements
+// send for d: an eighth of it, so that a search of MaxTrials trials
 // takes about as long as another workload's measurement, within
-// [udpTrialMin, udpTrialMax].
-func udpTrialTime(d time.Duration) time.Duration {
-	return min(max(d/UDPMaxTrials, udpTrialMin), udpTrialMax)
+// [TrialMin, TrialMax].
+func TrialTime(d time.Duration) time.Duration {
+	return min(max(d/MaxTrials, TrialMin), TrialMax)
 }
 
-// UDPSearchOptions configures a search.
-type UDPSearchOptions struct {
+// Options configures a search.
+type Options struct {
 	// Bound is the highest rate to try, in datagrams per second; 0 takes
 	// it from an unpaced probe.
 	Bound float64
 	// MaxLoss is the loss in percent a passing trial may have; default
-	// UDPMaxLoss.
+	// MaxLoss.
 	MaxLoss float64
 	// MaxTrials bounds the trials, the probe included; default
-	// UDPMaxTrials.
+	// MaxTrials.
 	MaxTrials int
 }
 
-func (o *UDPSearchOptions) applyDefaults() {
+func (o *Options) applyDefaults() {
 	if o.MaxLoss == 0 {
-		o.MaxLoss = UDPMaxLoss
+		o.MaxLoss = MaxLoss
 	}
 	if o.MaxTrials == 0 {
-		o.MaxTrials = UDPMaxTrials
+		o.MaxTrials = MaxTrials
 	}
 }
 
-// UDPSearchReport is what a search found; `snorkel perf-pod udp-search`
+// Report is what a search found; `snorkel perf-pod udp-search`
 // prints it as JSON.
-type UDPSearchReport struct {
+type Report struct {
 	Payload      int     `json:"payload"`
 	TrialSeconds float64 `json:"trialSeconds"`
 	MaxLoss      float64 `json:"maxLossPercent"`
 	MaxTrials    int     `json:"maxTrials"`
 	// Bound is the highest rate the search would try, and BoundFrom where
-	// it came from: UDPBoundProbe or UDPBoundFlag.
+	// it came from: BoundProbe or BoundFlag.
 	Bound     float64 `json:"bound"`
 	BoundFrom string  `json:"boundFrom"`
 	// Trials are every trial in the order they ran; a probe is the first,
 	// with rate 0.
-	Trials []UDPTrial `json:"trials"`
+	Trials []Trial `json:"trials"`
 	// Found is set when a trial passed; Rate is then the rate its source
 	// offered, in datagrams per second, and Loss its loss in percent.
 	Found bool    `json:"found"`
@@ -107,18 +113,18 @@ type UDPSearchReport struct {
 }
 
 // trialFunc runs one trial at a rate, 0 for unpaced.
-type trialFunc func(ctx context.Context, rate float64) (UDPTrial, error)
+type trialFunc func(ctx context.Context, rate float64) (Trial, error)
 
 // searchRate runs the search with trial; on an error it returns the
 // trials until then with it.
-func searchRate(ctx context.Context, o UDPSearchOptions, trial trialFunc) (UDPSearchReport, error) {
+func searchRate(ctx context.Context, o Options, trial trialFunc) (Report, error) {
 	o.applyDefaults()
-	r := UDPSearchReport{MaxLoss: o.MaxLoss, MaxTrials: o.MaxTrials, Bound: o.Bound, BoundFrom: UDPBoundFlag}
-	pass := func(t UDPTrial) bool { return t.lossWithin(o.MaxLoss) && t.reached() }
-	run := func(rate float64) (UDPTrial, error) {
+	r := Report{MaxLoss: o.MaxLoss, MaxTrials: o.MaxTrials, Bound: o.Bound, BoundFrom: BoundFlag}
+	pass := func(t Trial) bool { return t.lossWithin(o.MaxLoss) && t.reached() }
+	run := func(rate float64) (Trial, error) {
 		t, err := trial(ctx, rate)
 		if err != nil {
-			return t, fmt.Errorf("perf: udp search: trial at %.0f/s: %w", rate, err)
+			return t, fmt.Errorf("udpsearch: trial at %.0f/s: %w", rate, err)
 		}
 		r.Trials = append(r.Trials, t)
 		return t, nil
@@ -128,7 +134,7 @@ func searchRate(ctx context.Context, o UDPSearchOptions, trial trialFunc) (UDPSe
 	if o.Bound > 0 {
 		hi, next = o.Bound, o.Bound
 	} else {
-		r.BoundFrom = UDPBoundProbe
+		r.BoundFrom = BoundProbe
 		p, err := run(0)
 		if err != nil {
 			return r, err
@@ -176,16 +182,16 @@ func searchRate(ctx context.Context, o UDPSearchOptions, trial trialFunc) (UDPSe
 
 // lossWithin reports whether the trial sent and lost at most maxLoss
 // percent.
-func (t UDPTrial) lossWithin(maxLoss float64) bool { return t.Sent > 0 && t.Loss() <= maxLoss }
+func (t Trial) lossWithin(maxLoss float64) bool { return t.Sent > 0 && t.Loss() <= maxLoss }
 
 // reached reports whether the source offered the rate asked for; an
 // unpaced trial asks for none.
-func (t UDPTrial) reached() bool { return t.Rate == 0 || t.Offered() >= udpOfferedShare*t.Rate }
+func (t Trial) reached() bool { return t.Rate == 0 || t.Offered() >= OfferedShare*t.Rate }
 
 // bestTrial returns the trial that offered the highest rate and lost at
 // most maxLoss percent, if any did.
-func bestTrial(trials []UDPTrial, maxLoss float64) (UDPTrial, bool) {
-	var best UDPTrial
+func bestTrial(trials []Trial, maxLoss float64) (Trial, bool) {
+	var best Trial
 	ok := false
 	for _, t := range trials {
 		if t.lossWithin(maxLoss) && (!ok || t.Offered() > best.Offered()) {
@@ -195,55 +201,55 @@ func bestTrial(trials []UDPTrial, maxLoss float64) (UDPTrial, bool) {
 	return best, ok
 }
 
-// UDPSearchClientOptions configures RunUDPSearch.
-type UDPSearchClientOptions struct {
+// ClientOptions configures Run.
+type ClientOptions struct {
 	Server netip.AddrPort
 	// Trial is the length of each trial.
 	Trial time.Duration
 	// Payload is the datagram payload size, at least 16; default
-	// UDPPayload.
+	// Payload.
 	Payload int
-	UDPSearchOptions
+	Options
 }
 
-// RunUDPSearch finds the highest rate at which datagrams reach a UDPSink
+// Run finds the highest rate at which datagrams reach a Sink
 // at o.Server with at most o.MaxLoss percent lost.
-func RunUDPSearch(ctx context.Context, o UDPSearchClientOptions) (UDPSearchReport, error) {
+func Run(ctx context.Context, o ClientOptions) (Report, error) {
 	if o.Payload == 0 {
-		o.Payload = UDPPayload
+		o.Payload = Payload
 	}
 	if o.Trial <= 0 {
-		return UDPSearchReport{}, fmt.Errorf("perf: udp search: trial time %s: give a positive time", o.Trial)
+		return Report{}, fmt.Errorf("udpsearch: trial time %s: give a positive time", o.Trial)
 	}
 	if o.Bound < 0 {
-		return UDPSearchReport{}, fmt.Errorf("perf: udp search: bound %g: give datagrams per second, or 0 to probe", o.Bound)
+		return Report{}, fmt.Errorf("udpsearch: bound %g: give datagrams per second, or 0 to probe", o.Bound)
 	}
-	src, err := dialUDPSource(ctx, o.Server, o.Payload)
+	src, err := dialSource(ctx, o.Server, o.Payload)
 	if err != nil {
-		return UDPSearchReport{}, err
+		return Report{}, err
 	}
 	defer src.Close()
-	r, err := searchRate(ctx, o.UDPSearchOptions, func(ctx context.Context, rate float64) (UDPTrial, error) {
+	r, err := searchRate(ctx, o.Options, func(ctx context.Context, rate float64) (Trial, error) {
 		return src.trial(ctx, rate, o.Trial)
 	})
 	r.Payload, r.TrialSeconds = o.Payload, o.Trial.Seconds()
 	return r, err
 }
 
-// ParseUDPSearchReport reads a search's JSON report and checks that it
+// Parse reads a search's JSON report and checks that it
 // holds together.
-func ParseUDPSearchReport(b []byte) (UDPSearchReport, error) {
-	var r UDPSearchReport
+func Parse(b []byte) (Report, error) {
+	var r Report
 	if err := json.Unmarshal(b, &r); err != nil {
-		return UDPSearchReport{}, fmt.Errorf("perf: udp search report: %w", err)
+		return Report{}, fmt.Errorf("udpsearch: report: %w", err)
 	}
 	if err := r.check(); err != nil {
-		return UDPSearchReport{}, fmt.Errorf("perf: udp search report: %w", err)
+		return Report{}, fmt.Errorf("udpsearch: report: %w", err)
 	}
 	return r, nil
 }
 
-func (r UDPSearchReport) check() error {
+func (r Report) check() error {
 	if len(r.Trials) == 0 {
 		return errors.New("no trials")
 	}
@@ -274,25 +280,4 @@ func (r UDPSearchReport) check() error {
 		return fmt.Errorf("rate %g/s with %g%% lost, but the best trial offered %g/s with %g%% lost", r.Rate, r.Loss, best.Offered(), best.Loss())
 	}
 	return nil
-}
-
-// Values returns the UDP workload's metrics: the rate found and the loss
-// at it (a rate of 0 when no trial passed), whether it is the search's
-// bound, the trials it took, and the received rate of the unpaced probe
-// when there was one.
-func (r UDPSearchReport) Values() map[string]float64 {
-	v := map[string]float64{
-		MetricUDPRate.Name:   r.Rate,
-		MetricUDPTrials.Name: float64(len(r.Trials)),
-	}
-	if r.Found {
-		v[MetricLoss.Name] = r.Loss
-	}
-	if r.AtBound {
-		v[MetricUDPAtBound.Name] = 1
-	}
-	if r.BoundFrom == UDPBoundProbe && len(r.Trials) > 0 {
-		v[MetricUDPProbeRx.Name] = r.Trials[0].ReceivedRate()
-	}
-	return v
 }
