@@ -4,19 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"math"
-	"os"
-	"path/filepath"
 	"testing"
-)
 
-func readFixture(t testing.TB, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
+	"github.com/snorkel-net/snorkel/perf/internal/fixture"
+)
 
 // The fixtures are real `iperf3 -c ... -J` outputs of iperf 3.12: a 2 s
 // flow over loopback, a 3 s flow between lab pods through Snorkel's
@@ -34,7 +25,7 @@ func TestParseIperfTCPReadsReceivedRateRetransmitsAndCPU(t *testing.T) {
 		{"iperf3-tcp-lab.json", 961673083.8506036, 0, 6.263240033306797, 6.83645505099783, 3.0},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
-			r, err := ParseIperfTCP(readFixture(t, tc.file))
+			r, err := ParseIperfTCP(fixture.Read(t, tc.file))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -57,7 +48,7 @@ func TestParseIperfTCPReadsReceivedRateRetransmitsAndCPU(t *testing.T) {
 }
 
 func TestParseIperfTCPReportsIperfsOwnError(t *testing.T) {
-	_, err := ParseIperfTCP(readFixture(t, "iperf3-refused.json"))
+	_, err := ParseIperfTCP(fixture.Read(t, "iperf3-refused.json"))
 	if !errors.Is(err, ErrIperf) {
 		t.Fatalf("err = %v, want ErrIperf", err)
 	}
@@ -67,7 +58,7 @@ func TestParseIperfTCPReportsIperfsOwnError(t *testing.T) {
 }
 
 func TestParseIperfTCPRefusesWhatItCannotTrust(t *testing.T) {
-	good := readFixture(t, "iperf3-tcp.json")
+	good := fixture.Read(t, "iperf3-tcp.json")
 	for name, in := range map[string][]byte{
 		"empty":     nil,
 		"truncated": good[:len(good)/2],
@@ -100,7 +91,7 @@ func TestParseIperfTCPReadsParallelAndReversedRuns(t *testing.T) {
 		{"iperf3-tcp-10-reverse.json", 10, true, 12906692797.413055, 0, 0},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
-			r, err := ParseIperfTCP(readFixture(t, tc.file))
+			r, err := ParseIperfTCP(fixture.Read(t, tc.file))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,11 +1,15 @@
 package perf
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/snorkel-net/snorkel/perf/internal/fixture"
+)
 
 // The fixture has the shape netperf 2.7 prints for `-t TCP_RR -- -o
 // NetperfRRSelectors`: a banner, the column names, the values.
 func TestParseNetperfRRReadsTheSelectorsInOrder(t *testing.T) {
-	r, err := ParseNetperfRR(readFixture(t, "netperf-tcp-rr.txt"))
+	r, err := ParseNetperfRR(fixture.Read(t, "netperf-tcp-rr.txt"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/snorkel-net/snorkel/perf/internal/fixture"
 )
 
 // settle bounds the tests' waits for things that take milliseconds on an
@@ -28,7 +30,7 @@ func TestParsePingReadsEveryReplyAndTheLoss(t *testing.T) {
 		{"ping-none.txt", 3, 0, 0, 0, 100},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
-			p, err := ParsePing(readFixture(t, tc.file))
+			p, err := ParsePing(fixture.Read(t, tc.file))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -58,7 +60,7 @@ func TestParsePingReadsEveryReplyAndTheLoss(t *testing.T) {
 func near(a, b float64) bool { return a > b-1e-6 && a < b+1e-6 }
 
 func TestParsePingRefusesCutOrQuietOutput(t *testing.T) {
-	full := string(readFixture(t, "ping.txt"))
+	full := string(fixture.Read(t, "ping.txt"))
 	for name, in := range map[string]string{
 		"empty":         "",
 		"no statistics": full[:strings.Index(full, "---")],

@@ -2,20 +2,11 @@ package perfstat
 
 import (
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
-)
 
-func readFixture(t testing.TB, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
+	"github.com/snorkel-net/snorkel/perf/internal/fixture"
+)
 
 // The fixtures are real outputs of perf 6.1 `perf stat -x,` in a VM without
 // hardware counters: over the whole host, attached to a process that slept
@@ -32,7 +23,7 @@ func TestParseReadsCountsAndWhatIsNotSupported(t *testing.T) {
 		{"perfstat-gateways.txt", map[string]float64{"task-clock": 1318.33 + 1372.70, "context-switches": 30207 + 36198, "cpu-migrations": 138 + 204, "page-faults": 736 + 6398},
 			[]string{"cycles", "instructions", "cycles", "instructions"}},
 	} {
-		cs, err := Parse(readFixture(t, tc.file))
+		cs, err := Parse(fixture.Read(t, tc.file))
 		if err != nil {
 			t.Fatalf("%s: %v", tc.file, err)
 		}
@@ -80,7 +71,7 @@ func TestParseRefusesOutputWithoutCounters(t *testing.T) {
 
 func FuzzParse(f *testing.F) {
 	for _, name := range []string{"perfstat-host.txt", "perfstat-idle-process.txt", "perfstat-gateways.txt"} {
-		f.Add(readFixture(f, name))
+		f.Add(fixture.Read(f, name))
 	}
 	f.Add([]byte("event syntax error: 'bogus'\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {

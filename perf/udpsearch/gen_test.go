@@ -14,21 +14,27 @@ import (
 // seconds, and a deadline is there to stop a hang, not to time the code.
 const settle = 60 * time.Second
 
-func TestUDPSourceAndSinkCountTheSameDatagramsOverLoopback(t *testing.T) {
-	ctx, cancel := context.WithTimeout(t.Context(), settle)
-	defer cancel()
+// startSink serves a Sink on a loopback port until ctx is done and returns
+// its address.
+func startSink(ctx context.Context, t *testing.T) netip.AddrPort {
+	t.Helper()
 	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := udp.LocalAddr().(*net.UDPAddr).Port
 	ctl, err := net.Listen("tcp", udp.LocalAddr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	var sink Sink
 	go sink.Serve(ctx, udp, ctl)
-	server := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(port))
+	return udp.LocalAddr().(*net.UDPAddr).AddrPort()
+}
+
+func TestUDPSourceAndSinkCountTheSameDatagramsOverLoopback(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), settle)
+	defer cancel()
+	server := startSink(ctx, t)
 	src, err := dialSource(ctx, server, Payload)
 	if err != nil {
 		t.Fatal(err)
@@ -80,17 +86,7 @@ func TestUDPSourceAndSinkCountTheSameDatagramsOverLoopback(t *testing.T) {
 func TestUDPSearchOverLoopbackReportsWhatItsTrialsSaw(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), settle)
 	defer cancel()
-	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctl, err := net.Listen("tcp", udp.LocalAddr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sink Sink
-	go sink.Serve(ctx, udp, ctl)
-	server := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(udp.LocalAddr().(*net.UDPAddr).Port))
+	server := startSink(ctx, t)
 	r, err := Run(ctx, ClientOptions{Server: server, Trial: 200 * time.Millisecond,
 		Options: Options{MaxTrials: 3}})
 	if err != nil {

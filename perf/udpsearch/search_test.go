@@ -6,11 +6,11 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/snorkel-net/snorkel/perf/internal/fixture"
 )
 
 // fakeTunnel stands in for a system in search tests: for 100 seconds, so
@@ -254,7 +254,7 @@ func TestTrialTimeIsAnEighthOfTheDurationWithinBounds(t *testing.T) {
 }
 
 func TestParseReadsARealSearch(t *testing.T) {
-	r, err := Parse(readFixture(t, "udp-search.json"))
+	r, err := Parse(fixture.Read(t, "udp-search.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,7 +332,7 @@ func TestPacerNeverRunsAheadAndMakesUpForLateWakeUps(t *testing.T) {
 // FuzzParse: any input is refused or yields a report whose
 // figure is its best trial's and whose values are finite and in range.
 func FuzzParse(f *testing.F) {
-	f.Add(readFixture(f, "udp-search.json"))
+	f.Add(fixture.Read(f, "udp-search.json"))
 	f.Add([]byte(`{"maxLossPercent":0.1,"trials":[{"rate":1000,"sent":1000,"received":1000,"seconds":1}],"found":true,"rate":1000}`))
 	f.Add([]byte(`{"trials":[{"sent":10,"received":0,"seconds":1}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -351,13 +351,4 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("accepted %s with no trials", b)
 		}
 	})
-}
-
-func readFixture(t testing.TB, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
