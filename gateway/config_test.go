@@ -1,7 +1,10 @@
 package gateway
 
 import (
+	"fmt"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -10,11 +13,26 @@ import (
 	"github.com/snorkel-net/snorkel/transport"
 )
 
+// keyDir holds the WireGuard private key of validConfig, which a gateway
+// that starts generates; TestMain removes it.
+var keyDir string
+
+func TestMain(m *testing.M) {
+	var err error
+	if keyDir, err = os.MkdirTemp("", "snorkel-gateway-test-"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(keyDir)
+	os.Exit(code)
+}
+
 func validConfig() Config {
 	return Config{
 		Cluster: Cluster{ID: "c1", PodCIDRs: []string{"10.8.0.0/16"}, ServiceCIDRs: []string{"10.88.0.0/16"}},
 		Transport: TransportConfig{Type: transport.WireGuard,
-			WireGuard: &WireGuardConfig{PrivateKeyFile: "/tmp/k"}},
+			WireGuard: &WireGuardConfig{PrivateKeyFile: filepath.Join(keyDir, "k")}},
 		Remotes: []Remote{{
 			ID: "c2", PodCIDRs: []string{"10.9.0.0/16"}, ServiceCIDRs: []string{"10.99.0.0/16"},
 			Endpoint:  "198.18.0.2",
