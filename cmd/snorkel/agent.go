@@ -108,7 +108,7 @@ func runAgent(args []string) error {
 	var dp agent.Dataplane = configFile(*out)
 	if *out == "" {
 		log := slog.New(slog.NewTextHandler(os.Stderr, logOptions(member))).With("cluster", member.ClusterID)
-		tuneGC()
+		tuneRuntime()
 		r := gateway.NewRunner(log)
 		defer r.Close()
 		reg.MustRegister(r)
