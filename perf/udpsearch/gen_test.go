@@ -3,8 +3,10 @@ package udpsearch
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net"
 	"net/netip"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -15,20 +17,30 @@ import (
 const settle = 60 * time.Second
 
 // startSink serves a Sink on a loopback port until ctx is done and returns
-// its address.
+// its address. Its control listener takes the TCP port of the UDP port's
+// number, as the client expects; another process may hold that TCP port,
+// so a taken one means another pair.
 func startSink(ctx context.Context, t *testing.T) netip.AddrPort {
 	t.Helper()
-	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctl, err := net.Listen("tcp", udp.LocalAddr().String())
+		if errors.Is(err, syscall.EADDRINUSE) {
+			udp.Close()
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sink Sink
+		go sink.Serve(ctx, udp, ctl)
+		return udp.LocalAddr().(*net.UDPAddr).AddrPort()
 	}
-	ctl, err := net.Listen("tcp", udp.LocalAddr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sink Sink
-	go sink.Serve(ctx, udp, ctl)
-	return udp.LocalAddr().(*net.UDPAddr).AddrPort()
+	t.Fatal("no loopback port free for both UDP and TCP in 100 tries")
+	return netip.AddrPort{}
 }
 
 func TestUDPSourceAndSinkCountTheSameDatagramsOverLoopback(t *testing.T) {
