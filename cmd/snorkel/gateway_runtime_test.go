@@ -8,10 +8,12 @@ import (
 )
 
 // keepRuntime puts the GC target and GOMAXPROCS back after a test of
-// tuneRuntime, and starts it from Go's defaults.
+// tuneRuntime, and starts it from Go's default GC target and the 4
+// processors Go would give itself on 4 CPUs, so that the test sees a
+// change on a machine of any size.
 func keepRuntime(t *testing.T) {
 	gc := debug.SetGCPercent(100)
-	procs := runtime.GOMAXPROCS(0)
+	procs := runtime.GOMAXPROCS(4)
 	t.Cleanup(func() {
 		debug.SetGCPercent(gc)
 		runtime.GOMAXPROCS(procs)
