@@ -3,6 +3,7 @@ package perf
 import (
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -325,25 +326,45 @@ func (r *Results) ratioTable() table {
 // verdict is the ratio with, under a target, whether it is met or by how
 // much it falls short.
 func (c Comparison) verdict() string {
-	s := fmt.Sprintf("%.2f×", c.Ratio)
+	s := c.ratio()
 	switch {
 	case c.Target <= 0:
 	case c.Met():
 		s += " met"
 	default:
-		s += fmt.Sprintf(" MISSED by %.0f%%", 100*c.Shortfall())
+		s += " MISSED by " + c.shortfall()
 	}
 	return s
 }
 
+// ratio prints the ratio to two decimals, or to three where two would
+// round a miss up onto its target.
+func (c Comparison) ratio() string {
+	s := fmt.Sprintf("%.2f×", c.Ratio)
+	if !c.Met() && c.Target > 0 && math.Round(100*c.Ratio) >= math.Round(100*c.Target) {
+		s = fmt.Sprintf("%.3f×", c.Ratio)
+	}
+	return s
+}
+
+// shortfall prints how far short of its target the comparison falls, in
+// whole percent, or "under 1%" where that would print 0.
+func (c Comparison) shortfall() string {
+	p := 100 * c.Shortfall()
+	if p < 0.5 {
+		return "under 1%"
+	}
+	return fmt.Sprintf("%.0f%%", p)
+}
+
 // String says the comparison in words.
 func (c Comparison) String() string {
-	s := fmt.Sprintf("%s / %s, %s (median %s): %.2f×", c.System, c.Baseline, c.Workload, c.Metric, c.Ratio)
+	s := fmt.Sprintf("%s / %s, %s (median %s): %s", c.System, c.Baseline, c.Workload, c.Metric, c.ratio())
 	if c.Target > 0 {
 		if c.Met() {
 			s += fmt.Sprintf(" (target ≥ %.2f×: met)", c.Target)
 		} else {
-			s += fmt.Sprintf(" (target ≥ %.2f×: NOT met, %.0f%% short)", c.Target, 100*c.Shortfall())
+			s += fmt.Sprintf(" (target ≥ %.2f×: NOT met, %s short)", c.Target, c.shortfall())
 		}
 	}
 	return s

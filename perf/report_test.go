@@ -393,3 +393,26 @@ func TestReportsSummarisePerfStatPerSystemAndSayWhyOneHasNone(t *testing.T) {
 		t.Error("a perf stat table for a run without perf stat")
 	}
 }
+
+func TestVerdictsNeverRoundAMissOntoItsTarget(t *testing.T) {
+	for _, tc := range []struct {
+		ratio, target float64
+		verdict       string
+	}{
+		{0.9486, 0.95, "0.949× MISSED by under 1%"},
+		{0.9449, 0.95, "0.94× MISSED by 1%"},
+		{0.93, 0.95, "0.93× MISSED by 2%"},
+		{0.95, 0.95, "0.95× met"},
+		{1.734, 1, "1.73× met"},
+		{0.54, 0, "0.54×"},
+	} {
+		c := Comparison{System: "s", Baseline: "b", Workload: "tcp-1", Metric: "throughput", Ratio: tc.ratio, Target: tc.target}
+		if got := c.verdict(); got != tc.verdict {
+			t.Errorf("verdict of %v against %v: %q, want %q", tc.ratio, tc.target, got, tc.verdict)
+		}
+	}
+	c := Comparison{System: "s", Baseline: "b", Workload: "tcp-1", Metric: "throughput", Ratio: 0.9486, Target: 0.95}
+	if got, want := c.String(), "s / b, tcp-1 (median throughput): 0.949× (target ≥ 0.95×: NOT met, under 1% short)"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+}
