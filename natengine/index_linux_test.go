@@ -10,6 +10,10 @@ import (
 	"time"
 )
 
+// indexOnHeap tells BenchmarkMemoryPerFlow whether HeapAlloc already counts
+// the index: here it is mapped outside the heap (newIndex).
+const indexOnHeap = false
+
 // TestIndexIsMappedOutsideTheHeap checks that a default engine's 32 MiB
 // index is not on the Go heap, where it would raise the collector's goal,
 // and that dropped engines unmap theirs.
