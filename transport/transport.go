@@ -27,6 +27,12 @@ const BufSize = Headroom + 65535
 // source address to the sending peer itself (WireGuard's cryptokey routing).
 const PeerAny = -1
 
+// KernelDropReason is the reason under which a transport reports, for
+// PeerAny, the datagrams the kernel discarded at its UDP sockets before it
+// read them: most of all because a socket's receive queue was full, the
+// gateway having fallen behind its peers; also for a wrong UDP checksum.
+const KernelDropReason = "kernel_dropped"
+
 // ErrClosed is returned by Send once the transport is closed.
 var ErrClosed = errors.New("transport: closed")
 

@@ -97,8 +97,11 @@
 // is listed because it is consumed without being delivered. An IKE engine
 // given the transport as its DataPlane counts here too, through
 // CountIKEDrop, every IKE message it discards, as ike_<reason> (see
-// ike.DropReason): so every datagram sent at the port is either delivered,
-// advances IKE, or is counted. Stats reports
+// ike.DropReason). What the kernel discarded at the port's socket before the
+// transport read it, a full receive queue most of all, is counted for
+// unknown senders as kernel_dropped (udp.Conn.KernelDrops). So every
+// datagram sent at the port is either delivered, advances IKE, or is
+// counted. Stats reports
 // bytes, the last sequence number and the time of the last packet per
 // CHILD_SA.
 package esp

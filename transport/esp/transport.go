@@ -207,6 +207,9 @@ func (t *Transport) BatchSize() int { return udp.BatchSize }
 // neither delivered nor sent; see the package documentation.
 func (t *Transport) Drops() []transport.Drop {
 	out := t.unknown.list(nil, transport.PeerAny)
+	if n := t.conn.KernelDrops(); n != 0 {
+		out = append(out, transport.Drop{Peer: transport.PeerAny, Reason: transport.KernelDropReason, Count: n})
+	}
 	for i, p := range *t.peers.Load() {
 		if p != nil {
 			out = p.drops.list(out, i)

@@ -63,6 +63,8 @@ type Conn struct {
 	// gsoOff is set once the kernel refused UDP segmentation offload on a
 	// send, after which every datagram goes in a message of its own.
 	gsoOff atomic.Bool
+
+	dropsMu sync.Mutex // guards the sockets' drops and lastDrops (KernelDrops)
 }
 
 // socket is the Conn's socket of one address family.
@@ -71,6 +73,9 @@ type socket struct {
 	rc   syscall.RawConn
 	v6   bool
 	gso  bool // the kernel offers UDP_SEGMENT
+
+	drops     uint64 // the kernel's drops, counted past 32 bits (KernelDrops)
+	lastDrops uint32 // the kernel's count when last read
 }
 
 // Open binds UDP port on all addresses; port 0 picks a free port (see Port).

@@ -175,9 +175,14 @@ func (t *Transport) Overhead() int {
 func (t *Transport) BatchSize() int { return udp.BatchSize }
 
 // Drops lists the packets discarded so far by peer and reason: those from
-// unknown senders first, then each current peer's by peer number.
+// unknown senders first, with what the kernel discarded at the socket
+// before the transport read it (kernel_dropped, see udp.Conn.KernelDrops),
+// then each current peer's by peer number.
 func (t *Transport) Drops() []transport.Drop {
 	out := t.anyDrops.appendTo(nil, transport.PeerAny)
+	if n := t.conn.KernelDrops(); n != 0 {
+		out = append(out, transport.Drop{Peer: transport.PeerAny, Reason: transport.KernelDropReason, Count: n})
+	}
 	for i, p := range t.peers.Load().peers {
 		if p != nil {
 			out = p.state.drops.appendTo(out, i)

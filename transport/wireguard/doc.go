@@ -18,8 +18,11 @@
 // so the device runs on a conn.Bind that checks every datagram first as the
 // device would (length, type, size per type, mac1, receiver index) and
 // counts what it drops; what it passes is either taken by the device or
-// dropped with a log line the package counts. The receive filter allocates
-// nothing; learning an index, once per handshake sent, copies a small table.
+// dropped with a log line the package counts. What the kernel discards at
+// the bind's sockets before the bind reads it, a full receive queue most of
+// all, is read from /proc/net/udp{,6} when Drops is called and counted as
+// kernel_dropped. The receive filter allocates nothing; learning an index,
+// once per handshake sent, copies a small table.
 //
 // Peers: a peer's number is its index in Config.Peers, or the number given
 // to SetPeer. SetPeer and RemovePeer change one peer while the transport

@@ -31,6 +31,7 @@ type Transport struct {
 	dev    *device.Device
 	pipe   *pipe
 	drops  *dropCounters
+	kernel kernelDrops
 	filter *filter
 	sink   *logSink
 	log    *slog.Logger
@@ -161,8 +162,15 @@ func (t *Transport) BatchSize() int { return t.pipe.BatchSize() }
 // Port is the UDP port the device listens on.
 func (t *Transport) Port() uint16 { return t.port }
 
-// Drops reports the non-zero drop counters.
-func (t *Transport) Drops() []transport.Drop { return t.drops.snapshot() }
+// Drops reports the non-zero drop counters, the kernel's discards at the
+// port's sockets last (transport.KernelDropReason).
+func (t *Transport) Drops() []transport.Drop {
+	out := t.drops.snapshot()
+	if n := t.kernel.read(t.port); n != 0 {
+		out = append(out, transport.Drop{Peer: transport.PeerAny, Reason: transport.KernelDropReason, Count: n})
+	}
+	return out
+}
 
 // Close stops the device and the UAPI socket and removes the socket file.
 func (t *Transport) Close() error {
