@@ -78,33 +78,41 @@ func TestKernelDropsFollowsAFullReceiveQueue(t *testing.T) {
 	}
 }
 
-// TestKernelDropsWidensAndKeepsReplacedSockets feeds read listings in which
-// a socket's 32-bit count wraps and another socket replaces it.
-func TestKernelDropsWidensAndKeepsReplacedSockets(t *testing.T) {
-	dir := t.TempDir()
-	file := filepath.Join(dir, "udp")
+// fakeProcUDP points read at a file holding a /proc/net/udp listing of
+// sockets, each given as port, inode and drops, until the test ends.
+func fakeProcUDP(t *testing.T) func(sockets ...[3]uint64) {
+	file := filepath.Join(t.TempDir(), "udp")
 	saved := procUDP
 	procUDP = []string{file}
 	t.Cleanup(func() { procUDP = saved })
-	const header = "   sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops\n"
-	line := func(port uint16, inode uint64, drops uint32) string {
-		return fmt.Sprintf("  1: 00000000:%04X 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 %d 2 0000000000000000 %d\n", port, inode, drops)
-	}
-	var k kernelDrops
-	for _, step := range []struct {
-		listing string
-		want    uint64
-	}{
-		{line(4500, 7, 4294967290) + line(4501, 8, 99), 4294967290},
-		{line(4500, 7, 5) + line(4501, 8, 120), 4294967290 + 11},
-		{line(4500, 9, 3), 4294967290 + 11 + 3},
-		{"", 4294967290 + 11 + 3},
-	} {
-		if err := os.WriteFile(file, []byte(header+step.listing), 0o644); err != nil {
+	return func(sockets ...[3]uint64) {
+		listing := "   sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops\n"
+		for i, s := range sockets {
+			listing += fmt.Sprintf("%4d: 00000000:%04X 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 %d 2 0000000000000000 %d\n", i, s[0], s[1], s[2])
+		}
+		if err := os.WriteFile(file, []byte(listing), 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestKernelDropsWidensAndKeepsReplacedSockets feeds read listings in which
+// a socket's 32-bit count wraps and another socket replaces it.
+func TestKernelDropsWidensAndKeepsReplacedSockets(t *testing.T) {
+	list := fakeProcUDP(t)
+	var k kernelDrops
+	for _, step := range []struct {
+		sockets [][3]uint64 // port, inode, drops
+		want    uint64
+	}{
+		{[][3]uint64{{4500, 7, 4294967290}, {4501, 8, 99}}, 4294967290},
+		{[][3]uint64{{4500, 7, 5}, {4501, 8, 120}}, 4294967290 + 11},
+		{[][3]uint64{{4500, 9, 3}}, 4294967290 + 11 + 3},
+		{nil, 4294967290 + 11 + 3},
+	} {
+		list(step.sockets...)
 		if got := k.read(4500); got != step.want {
-			t.Fatalf("listing\n%sread = %d, want %d", step.listing, got, step.want)
+			t.Fatalf("sockets %v: read = %d, want %d", step.sockets, got, step.want)
 		}
 	}
 }
@@ -113,17 +121,7 @@ func TestKernelDropsWidensAndKeepsReplacedSockets(t *testing.T) {
 // transport's own port has lost datagrams, and another port more.
 func TestDropsReportsTheKernelsDiscards(t *testing.T) {
 	p := newPair(t, nil, nil)
-	file := filepath.Join(t.TempDir(), "udp")
-	saved := procUDP
-	procUDP = []string{file}
-	t.Cleanup(func() { procUDP = saved })
-	listing := fmt.Sprintf("   sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops\n"+
-		"  1: 00000000:%04X 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 41 2 0000000000000000 7\n"+
-		"  2: 00000000:%04X 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 42 2 0000000000000000 9\n",
-		p.a.Port(), p.b.Port())
-	if err := os.WriteFile(file, []byte(listing), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	fakeProcUDP(t)([3]uint64{uint64(p.a.Port()), 41, 7}, [3]uint64{uint64(p.b.Port()), 42, 9})
 	if n := dropCount(p.a.Drops(), transport.PeerAny, transport.KernelDropReason); n != 7 {
 		t.Fatalf("A's Drops() %v: %s = %d, want 7", p.a.Drops(), transport.KernelDropReason, n)
 	}
