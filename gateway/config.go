@@ -144,10 +144,20 @@ type Remote struct {
 	// sends to the port its frames come from, which a NAT may change.
 	// WireGuard and ESP follow the remote's address and port whatever
 	// this says, as their packets prove who sent them.
-	NAT       bool                   `json:"nat,omitempty"`
-	WireGuard *WireGuardRemoteConfig `json:"wireguard,omitempty"`
-	VXLAN     *VXLANRemoteConfig     `json:"vxlan,omitempty"`
-	ESP       *ESPRemoteConfig       `json:"esp,omitempty"`
+	NAT bool `json:"nat,omitempty"`
+	// CheckedSegments says the remote is a Snorkel gateway: it checks the
+	// TCP checksum of every segment it sends that could be joined, and its
+	// transport protects what it sends with a checksum (VXLAN's outer UDP
+	// checksum) or authentication (ESP, WireGuard) that this gateway's end
+	// verifies. This gateway then joins the remote's segments for the TUN
+	// device without summing each one again. Leave it off for any other
+	// peer, such as a kernel vxlan device or strongSwan: a segment
+	// corrupted before it entered their tunnel would be passed to the
+	// local TCP stack as verified.
+	CheckedSegments bool                   `json:"checkedSegments,omitempty"`
+	WireGuard       *WireGuardRemoteConfig `json:"wireguard,omitempty"`
+	VXLAN           *VXLANRemoteConfig     `json:"vxlan,omitempty"`
+	ESP             *ESPRemoteConfig       `json:"esp,omitempty"`
 }
 
 // WireGuardRemoteConfig is a remote gateway's WireGuard identity.
@@ -344,6 +354,7 @@ func (c *Config) parse(errs *errList) *Spec {
 		rs.Endpoint = ep
 		rs.Gateway = r.Gateway
 		rs.NAT = r.NAT
+		rs.CheckedSegments = r.CheckedSegments
 		if r.HealthCheckIP != "" {
 			a, err := netip.ParseAddr(r.HealthCheckIP)
 			if err != nil || a.Zone() != "" {

@@ -13,6 +13,7 @@ const (
 	dropSendFailed                       // the transport refused the batch, or a probe or echo reply
 	dropTUNWrite                         // ingress: the TUN device refused the batch
 	dropTranslate                        // the translator refused the packet
+	dropBadChecksum                      // egress: a TCP segment whose checksum does not verify
 	// ingress, to the health address from a remote's healthCheckIP: not
 	// an echo request or reply that can be answered or matched (bad
 	// checksum, fragmented, an echo request over 1280 bytes)
@@ -31,6 +32,7 @@ var dropNames = [numDropReasons]string{
 	dropSendFailed:     "send_failed",
 	dropTUNWrite:       "tun_write_failed",
 	dropTranslate:      "translate",
+	dropBadChecksum:    "bad_checksum",
 
 	dropHealthMalformed:   "health_malformed",
 	dropHealthUnmatched:   "health_unmatched",

@@ -302,15 +302,21 @@ func (g *Gateway) readLoop(dev tun.Device) error {
 	for {
 		var cnt int
 		var err error
+		// checked: the TCP checksums of what was read are known to
+		// verify, so they need not be checked before sending.
+		var checked bool
 		if od != nil && !od.pending() {
 			var tp tunPacket
 			if tp, err = od.readPacket(bufs[0][off:]); err == nil {
 				if tp.size > 0 && g.sendSuper(tp, bufs, sizes, segs, &p) {
 					continue
 				}
+				checked = tp.checked || tp.size > 0
 				cnt, err = od.cut(tp, bufs, sizes, off)
 			}
 		} else {
+			// From an offloadTUN, the rest of a super-packet's segments.
+			checked = od != nil
 			cnt, err = dev.Read(bufs, sizes, off)
 		}
 		if err != nil {
@@ -359,6 +365,14 @@ func (g *Gateway) readLoop(dev tun.Device) error {
 					g.sendTooBig(dev, icmp[:], pkt, &p, pathMTU)
 				}
 				rs.bySlot[r].c.drops[dropTooBig].Add(1)
+				continue
+			}
+			// Remotes that take this gateway's segments as checked
+			// (RemoteSpec.CheckedSegments) join them unsummed: a segment
+			// damaged before it got here must not reach them. What the
+			// gateway rewrites below, it updates checksums for.
+			if !checked && !packet.SegmentChecksumValid(pkt) {
+				rs.bySlot[r].c.drops[dropBadChecksum].Add(1)
 				continue
 			}
 			if g.xlate != nil && !g.xlate.Egress(r, pkt, &p) {
@@ -479,6 +493,9 @@ func (g *Gateway) Deliver(peer int, bufs [][]byte, offset int) {
 	out := sc.out[:0]
 	p := &sc.p
 	pathMTU := int(g.pathMTU.Load())
+	// Whether every packet to join came from a remote that checked its
+	// segments' checksums.
+	checked := true
 	for _, b := range bufs {
 		pkt := b[offset:]
 		src, ok := g.admit(rs, peer, pkt, p)
@@ -488,6 +505,7 @@ func (g *Gateway) Deliver(peer int, bufs [][]byte, offset int) {
 		if od != nil {
 			out = append(out, b[:offset+p.Length])
 			sc.srcs = append(sc.srcs, src)
+			checked = checked && rs.bySlot[src].checkedSegments
 			continue
 		}
 		if !g.admitLocal(rs, src, pkt[:p.Length], p, pathMTU, 1) {
@@ -500,6 +518,7 @@ func (g *Gateway) Deliver(peer int, bufs [][]byte, offset int) {
 	switch {
 	case len(out) == 0:
 	case od != nil:
+		sc.gro.SenderChecked = checked
 		g.deliverSupers(od, sc, rs, out, offset, pathMTU)
 	case dev == nil:
 		g.unattributed().drops[dropTUNWrite].Add(uint64(len(out)))

@@ -94,11 +94,15 @@ func withOffloads(dev tun.Device) (tun.Device, error) {
 
 // tunPacket is what one read of the device brought: a packet, or, with
 // size > 0, a super-packet of proto whose transport header starts at l4 and
-// whose segments carry size payload bytes each.
+// whose segments carry size payload bytes each. checked says the checksums
+// of a packet are known to verify: the kernel verified them, or left them
+// to the read, which computed them. Those of a super-packet's segments are
+// computed by the cut.
 type tunPacket struct {
 	pkt      []byte
 	proto    uint8
 	l4, size int
+	checked  bool
 }
 
 // Read reads one packet or super-packet into bufs[0][offset:] and cuts a
@@ -152,7 +156,7 @@ func (d *offloadTUN) readPacket(buf []byte) (tunPacket, error) {
 		if flags&unix.VIRTIO_NET_HDR_F_NEEDS_CSUM != 0 && !packet.CompleteChecksum(pkt, csumStart, csumOffset) {
 			return tunPacket{}, errBadOffload
 		}
-		return tunPacket{pkt: pkt}, nil
+		return tunPacket{pkt: pkt, checked: flags&(unix.VIRTIO_NET_HDR_F_NEEDS_CSUM|unix.VIRTIO_NET_HDR_F_DATA_VALID) != 0}, nil
 	case unix.VIRTIO_NET_HDR_GSO_TCPV4, unix.VIRTIO_NET_HDR_GSO_TCPV6:
 		return tunPacket{pkt: pkt, proto: packet.ProtoTCP, l4: csumStart, size: gsoSize}, nil
 	case unix.VIRTIO_NET_HDR_GSO_UDP_L4:

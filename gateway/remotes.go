@@ -27,6 +27,9 @@ type remoteSet struct {
 type remoteState struct {
 	id string
 	c  *counters
+	// checkedSegments: the remote checks the TCP checksums of the
+	// segments it sends (RemoteSpec.CheckedSegments).
+	checkedSegments bool
 }
 
 // newRemoteSet lays out s's remotes in slots, keeping the slot, counters
@@ -69,7 +72,7 @@ func newRemoteSet(s *spec, prev *remoteSet) *remoteSet {
 	var routes []route
 	for i, r := range s.remotes {
 		slot := rs.slots[i]
-		st := &remoteState{id: r.id, c: &counters{}}
+		st := &remoteState{id: r.id, c: &counters{}, checkedSegments: s.Remotes[i].CheckedSegments}
 		if prev != nil {
 			if ps := prev.state(old[r.id]); ps != nil && ps.id == r.id {
 				st.c = ps.c

@@ -112,9 +112,12 @@ type RemoteSpec struct {
 	Gateway       string
 	HealthCheckIP netip.Addr // invalid when the remote is not probed
 	NAT           bool       // reached across a NAT; see Remote.NAT
-	WireGuard     *WireGuardRemoteSpec
-	VXLAN         *VXLANRemoteSpec
-	ESP           *ESPRemoteSpec
+	// CheckedSegments says the remote checks the TCP checksum of every
+	// segment it sends that could be joined; see Remote.CheckedSegments.
+	CheckedSegments bool
+	WireGuard       *WireGuardRemoteSpec
+	VXLAN           *VXLANRemoteSpec
+	ESP             *ESPRemoteSpec
 }
 
 // WireGuardRemoteSpec is a remote gateway's WireGuard identity.
@@ -415,7 +418,7 @@ func (s *Spec) Config() Config {
 		c.Globalnet.SetAllocations(g.Rules)
 	}
 	for _, r := range s.Remotes {
-		rc := Remote{ID: r.ID, PodCIDRs: cidrStrings(r.PodCIDRs), ServiceCIDRs: cidrStrings(r.ServiceCIDRs), Endpoint: endpointString(r.Endpoint), Gateway: r.Gateway, NAT: r.NAT}
+		rc := Remote{ID: r.ID, PodCIDRs: cidrStrings(r.PodCIDRs), ServiceCIDRs: cidrStrings(r.ServiceCIDRs), Endpoint: endpointString(r.Endpoint), Gateway: r.Gateway, NAT: r.NAT, CheckedSegments: r.CheckedSegments}
 		if r.GlobalCIDR.IsValid() {
 			rc.GlobalCIDR = r.GlobalCIDR.String()
 		}

@@ -75,6 +75,8 @@ func (p *Plan) gatewayConfig(c *ClusterPlan, kind, stateDir string, publicKeys m
 			// Each gateway probes the other's node address, its TUN
 			// address.
 			HealthCheckIP: r.Gateway.NodeIP.String(),
+			// Every gateway of the lab is Snorkel's.
+			CheckedSegments: true,
 		}
 		if p.Globalnet() {
 			// The remote's own CIDRs are this cluster's too: only its

@@ -41,7 +41,19 @@ type Super struct {
 // segment but the last of the same size. Anything else passes unchanged,
 // and a flow's packets keep their order. The zero value is ready; it is not
 // safe for concurrent use.
+//
+// A joined super-packet goes to the device with its checksum left to fill
+// in, which the kernel takes as verified; so the Coalescer verifies each
+// segment's checksum before it joins it, as the kernel's GRO does, unless
+// SenderChecked says that was done.
 type Coalescer struct {
+	// SenderChecked says that the sender of the segments passed to Group
+	// or Coalesce checked the TCP checksum of each one it could join (see
+	// SegmentChecksumValid) and that they came over a path whose own
+	// checksum or authentication the receiver verified, so that the
+	// Coalescer joins them without summing them again.
+	SenderChecked bool
+
 	out    []Super
 	heads  []groHead
 	open   []int // the heads that may take a segment, oldest first
@@ -231,16 +243,17 @@ func l4Of(pkt []byte) int {
 }
 
 // join adds segment i, bufs[i][off:off+sizes[i]], to h's super-packet if
-// it fits and the checksums of both verify, and reports whether it did.
+// it fits and, unless their sender checked them, the checksums of both
+// verify, and reports whether it did.
 func (c *Coalescer) join(bufs [][]byte, sizes []int, off int, h *groHead, i int) bool {
 	s := &c.out[h.super]
 	pkt := bufs[i][off : off+sizes[i]]
 	payload := len(pkt) - h.hdr
-	if payload > s.SegmentSize || s.Segments >= maxCoalesced || s.Len+payload > 65535 || !validTCPChecksum(pkt, h.l4) {
+	if payload > s.SegmentSize || s.Segments >= maxCoalesced || s.Len+payload > 65535 || !c.SenderChecked && !validTCPChecksum(pkt, h.l4) {
 		return false
 	}
 	first := bufs[s.Index][off : off+sizes[s.Index]]
-	if s.Segments == 1 && !validTCPChecksum(first, h.l4) {
+	if s.Segments == 1 && !c.SenderChecked && !validTCPChecksum(first, h.l4) {
 		h.open = false
 		return false
 	}
@@ -285,6 +298,15 @@ func sameHeaders(a, b []byte, l4, hdr int) bool {
 	}
 	return a[l4+13]&tcpFlagPSH == 0 && bytes.Equal(a[l4+8:l4+13], b[l4+8:l4+13]) &&
 		bytes.Equal(a[l4+14:l4+16], b[l4+14:l4+16]) && bytes.Equal(a[l4+18:hdr], b[l4+18:hdr])
+}
+
+// SegmentChecksumValid reports whether pkt, if it is a TCP segment that a
+// Coalescer could join, has a TCP checksum that verifies; any other packet
+// passes. A sender that checks every packet it sends with it lets a
+// receiver's Coalescer set SenderChecked.
+func SegmentChecksumValid(pkt []byte) bool {
+	l4, _, ok := coalescible(pkt)
+	return !ok || validTCPChecksum(pkt, l4)
 }
 
 // validTCPChecksum reports whether the TCP checksum of pkt verifies.

@@ -35,6 +35,12 @@ func stream(t testing.TB, ipv6 bool, sport uint16, payload, size int, flags uint
 // what it leaves to write, with joined packets' checksums completed as the
 // device would, and how each is to be cut again.
 func coalesce(pkts [][]byte) (written [][]byte, supers []Super) {
+	return coalesceFrom(pkts, false)
+}
+
+// coalesceFrom is coalesce by a Coalescer told, or not, that the sender
+// checked the segments.
+func coalesceFrom(pkts [][]byte, senderChecked bool) (written [][]byte, supers []Super) {
 	bufs := make([][]byte, len(pkts))
 	sizes := make([]int, len(pkts))
 	for i, p := range pkts {
@@ -42,7 +48,7 @@ func coalesce(pkts [][]byte) (written [][]byte, supers []Super) {
 		copy(bufs[i], p)
 		sizes[i] = len(p) - groOff
 	}
-	var c Coalescer
+	c := Coalescer{SenderChecked: senderChecked}
 	for _, s := range c.Coalesce(bufs, sizes, groOff) {
 		written = append(written, gather(bufs, sizes, s))
 		supers = append(supers, s)
@@ -205,6 +211,53 @@ func TestCoalescePassesUnchanged(t *testing.T) {
 	}
 }
 
+func TestSegmentChecksumValidChecksWhatACoalescerJoins(t *testing.T) {
+	for _, ipv6 := range []bool{false, true} {
+		seg := stream(t, ipv6, 1000, 2000, 1000, TCPFlagACK)[0][groOff:]
+		bad := append([]byte{}, seg...)
+		bad[len(bad)-1]++
+		badACK := pureACK(append(make([]byte, groOff), bad...))[groOff:]
+		badACK[len(badACK)-1]++
+		for _, tc := range []struct {
+			name string
+			pkt  []byte
+			want bool
+		}{
+			{"a data segment", seg, true},
+			{"a data segment with a bad checksum", bad, false},
+			// The Coalescer passes it alone, for the device to verify.
+			{"a pure ACK with a bad checksum", badACK, true},
+			{"a packet too short to be one", seg[:30], true},
+		} {
+			if got := SegmentChecksumValid(tc.pkt); got != tc.want {
+				t.Errorf("ipv6 %v, %s: %v, want %v", ipv6, tc.name, got, tc.want)
+			}
+		}
+	}
+}
+
+func TestCoalesceJoinsWithoutSummingWhatItsSenderChecked(t *testing.T) {
+	segs := stream(t, false, 1000, 4000, 1000, TCPFlagACK)
+	// A segment that no sender that checks would send: only its sum tells.
+	segs[2][len(segs[2])-1]++
+	for _, tc := range []struct {
+		senderChecked bool
+		want          []int // the segments of each packet written
+	}{
+		{false, []int{2, 1, 1}},
+		{true, []int{4}},
+	} {
+		_, supers := coalesceFrom(segs, tc.senderChecked)
+		var got []int
+		for _, s := range supers {
+			got = append(got, s.Segments)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("SenderChecked %v: packets of %v segments, want %v", tc.senderChecked, got, tc.want)
+		}
+	}
+}
+
 func TestCoalescePassesMalformedPacketsUnchanged(t *testing.T) {
 	seg := stream(t, false, 1000, 2000, 1000, TCPFlagACK)
 	junk := [][]byte{{}, {0x45}, {0x41, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, {0x60, 1, 2}, make([]byte, 30)}
@@ -293,11 +346,17 @@ func TestGroupLeavesHeadersToRewriteBeforeFinish(t *testing.T) {
 	}
 }
 
+// FuzzCoalesce checks that what a Coalescer writes cuts back into what it
+// was given. Told that the sender checked the segments, it is given only
+// what such a sender passes (SegmentChecksumValid), and must still give it
+// all back unchanged.
 func FuzzCoalesce(f *testing.F) {
-	f.Add([]byte{0, 1, 2, 3, 4, 5}, false)
-	f.Add([]byte{0x80, 0x41, 0x02, 0xc3, 0x14}, true)
-	f.Add([]byte{0x20, 0x21, 0x62, 0xa3}, false)
-	f.Fuzz(func(t *testing.T, ops []byte, ipv6 bool) {
+	f.Add([]byte{0, 1, 2, 3, 4, 5}, false, false)
+	f.Add([]byte{0x80, 0x41, 0x02, 0xc3, 0x14}, true, false)
+	f.Add([]byte{0x20, 0x21, 0x62, 0xa3}, false, false)
+	f.Add([]byte{0x10, 0x01, 0x12, 0x83, 0x94}, false, true)
+	f.Add([]byte{0x20, 0x11, 0x02, 0xa3}, true, true)
+	f.Fuzz(func(t *testing.T, ops []byte, ipv6, senderChecked bool) {
 		if len(ops) > 64 {
 			ops = ops[:64]
 		}
@@ -317,10 +376,13 @@ func FuzzCoalesce(f *testing.F) {
 			case 3:
 				b = shorten(b, 7)
 			}
+			if senderChecked && !SegmentChecksumValid(b[groOff:]) {
+				continue
+			}
 			in = append(in, b)
 		}
 		// Flows may interleave differently, but each keeps its order.
-		written, supers := coalesce(in)
+		written, supers := coalesceFrom(in, senderChecked)
 		got, want := byFlow(resegment(t, written, supers)), byFlow(payloads(in))
 		for port := range want {
 			checkSame(t, got[port], want[port])

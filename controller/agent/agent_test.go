@@ -486,10 +486,11 @@ func testRemotes(t *testing.T, e *env) {
 	}
 	// c2's public IP (a documentation address) never answers NAT
 	// discovery and its private IP does: c1 takes the private one.
+	// Each agent publishes its gateway as checking its segments.
 	check(c1, "c1", gateway.Remote{ID: "c2", PodCIDRs: []string{"10.9.0.0/16"}, ServiceCIDRs: []string{"10.99.0.0/16"},
-		Endpoint: "127.0.0.21:4500", Gateway: c2.cfg.Identity, WireGuard: &gateway.WireGuardRemoteConfig{PublicKey: c2.key}})
+		Endpoint: "127.0.0.21:4500", Gateway: c2.cfg.Identity, CheckedSegments: true, WireGuard: &gateway.WireGuardRemoteConfig{PublicKey: c2.key}})
 	check(c2, "c2", gateway.Remote{ID: "c1", PodCIDRs: []string{"10.8.0.0/16"}, ServiceCIDRs: []string{"10.88.0.0/16"},
-		Endpoint: c1.cfg.PrivateIP + ":4500", Gateway: c1.cfg.Identity, WireGuard: &gateway.WireGuardRemoteConfig{PublicKey: c1.key}})
+		Endpoint: c1.cfg.PrivateIP + ":4500", Gateway: c1.cfg.Identity, CheckedSegments: true, WireGuard: &gateway.WireGuardRemoteConfig{PublicKey: c1.key}})
 
 	// The Cluster join created is updated in place: it keeps its owner.
 	u, err := e.brokerDyn.Resource(submv1.ClusterResource).Namespace(e.info.Namespace()).Get(t.Context(), "c2", metav1.GetOptions{})

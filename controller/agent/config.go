@@ -91,6 +91,12 @@ const (
 	// BackendConfigNATDiscoveryPort holds the gateway's NAT discovery
 	// port; a remote without it is not probed.
 	BackendConfigNATDiscoveryPort = "natt-discovery-port"
+	// BackendConfigCheckedSegments says "true" from a Snorkel gateway:
+	// it checks the TCP checksum of every segment it sends, so that its
+	// peers join its segments without summing them again
+	// (gateway.Remote.CheckedSegments). A gateway that does not say so is
+	// not trusted to.
+	BackendConfigCheckedSegments = "checked-segments"
 )
 
 // DefaultMetricsPort is the port of the agent's /metrics and /healthz

@@ -52,6 +52,7 @@ func localEndpointSpec(c *Config) submv1.EndpointSpec {
 	}
 	bc[BackendConfigUDPPort] = strconv.Itoa(c.Port)
 	bc[BackendConfigPreferredServer] = strconv.FormatBool(m.PreferredServer)
+	bc[BackendConfigCheckedSegments] = "true"
 	if !m.NATTraversalOff {
 		bc[BackendConfigNATDiscoveryPort] = strconv.Itoa(c.NATDiscoveryPort)
 	}

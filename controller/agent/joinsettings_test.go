@@ -84,8 +84,8 @@ func TestJoinSettingsReachTheEndpointAndTheGateway(t *testing.T) {
 		t.Errorf("Config.Port %d, want the --nattport 4600", c.Port)
 	}
 	spec := localEndpointSpec(c)
-	if spec.BackendConfig[BackendConfigUDPPort] != "4600" || spec.BackendConfig[BackendConfigPreferredServer] != "true" || spec.NATEnabled {
-		t.Errorf("Endpoint backend_config %v, nat_enabled %v; want udp-port 4600, preferred-server true, nat_enabled false", spec.BackendConfig, spec.NATEnabled)
+	if spec.BackendConfig[BackendConfigUDPPort] != "4600" || spec.BackendConfig[BackendConfigPreferredServer] != "true" || spec.BackendConfig[BackendConfigCheckedSegments] != "true" || spec.NATEnabled {
+		t.Errorf("Endpoint backend_config %v, nat_enabled %v; want udp-port 4600, preferred-server true, checked-segments true, nat_enabled false", spec.BackendConfig, spec.NATEnabled)
 	}
 	s := build(c, nil, nil)
 	if s.Transport.Port != 4600 || s.Health.Enabled == nil || *s.Health.Enabled {

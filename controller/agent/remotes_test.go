@@ -93,6 +93,24 @@ func TestPlanBuildsRemotesFromTheBroker(t *testing.T) {
 				Endpoint: "[fd00::9]:4500", WireGuard: &gateway.WireGuardRemoteConfig{PublicKey: keyB}},
 		},
 		{
+			name:  "a Snorkel gateway's segments are taken as checked",
+			local: wgLocal(),
+			endpoints: []*submv1.Endpoint{endpoint("c2-a", "c2", "wireguard", 1, func(s *submv1.EndpointSpec) {
+				s.BackendConfig[BackendConfigCheckedSegments] = "true"
+			})},
+			want: &gateway.Remote{ID: "c2", PodCIDRs: []string{"10.9.0.0/16", "10.99.0.0/16"},
+				Endpoint: "172.18.0.9:4500", CheckedSegments: true, WireGuard: &gateway.WireGuardRemoteConfig{PublicKey: keyB}},
+		},
+		{
+			name:  "a gateway that says something else than true is not",
+			local: wgLocal(),
+			endpoints: []*submv1.Endpoint{endpoint("c2-a", "c2", "wireguard", 1, func(s *submv1.EndpointSpec) {
+				s.BackendConfig[BackendConfigCheckedSegments] = "yes please"
+			})},
+			want: &gateway.Remote{ID: "c2", PodCIDRs: []string{"10.9.0.0/16", "10.99.0.0/16"},
+				Endpoint: "172.18.0.9:4500", WireGuard: &gateway.WireGuardRemoteConfig{PublicKey: keyB}},
+		},
+		{
 			name:      "the newest Endpoint of a cluster counts",
 			local:     wgLocal(),
 			endpoints: []*submv1.Endpoint{endpoint("c2-new", "c2", "wireguard", 20, func(s *submv1.EndpointSpec) { s.PrivateIP = "172.18.0.20" }), endpoint("c2-old", "c2", "wireguard", 10, nil)},

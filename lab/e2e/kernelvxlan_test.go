@@ -147,6 +147,8 @@ func (e *env) replaceC2WithKernelVTEP(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// c1's gateway must verify what the kernel sends.
+	e.restartC1(t, "gateway-c1-kernel-peer", func(*gateway.Config) {})
 }
 
 // restartC1WithRemoteMAC restarts c1's gateway with its config plus the
@@ -160,7 +162,8 @@ func (e *env) restartC1WithRemoteMAC(t *testing.T, mac string) {
 
 // restartC1 restarts c1's gateway, as process name, with its config as
 // edit changes it, and waits until it routes c2's CIDRs again. edit may
-// assume the config has c2 as its only remote.
+// assume the config has c2 as its only remote. c2 is no Snorkel gateway
+// now, and its segments are not taken as checked.
 func (e *env) restartC1(t *testing.T, name string, edit func(*gateway.Config)) {
 	t.Helper()
 	b, err := os.ReadFile(lab.ConfigFile(e.lab.StateDir, "c1"))
@@ -174,6 +177,7 @@ func (e *env) restartC1(t *testing.T, name string, edit func(*gateway.Config)) {
 	if len(cfg.Remotes) != 1 {
 		t.Fatalf("c1's config has %d remotes, want c2 alone", len(cfg.Remotes))
 	}
+	cfg.Remotes[0].CheckedSegments = false
 	edit(&cfg)
 	if b, err = lab.MarshalConfig(cfg); err != nil {
 		t.Fatal(err)
