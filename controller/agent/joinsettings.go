@@ -44,10 +44,14 @@ func initiate(localPrefers, remotePrefers bool) *bool {
 	return &v
 }
 
-// prefersServer reads a remote Endpoint's preferred-server setting; one
-// that does not say, or says something else than a boolean, does not
-// prefer.
+// prefersServer reads a remote Endpoint's preferred-server setting.
 func prefersServer(e submv1.EndpointSpec) bool {
-	b, err := strconv.ParseBool(e.BackendConfig[BackendConfigPreferredServer])
+	return backendFlag(e, BackendConfigPreferredServer)
+}
+
+// backendFlag reads a boolean backend_config key of a remote Endpoint; one
+// that does not say, or says something else than a boolean, says false.
+func backendFlag(e submv1.EndpointSpec, key string) bool {
+	b, err := strconv.ParseBool(e.BackendConfig[key])
 	return err == nil && b
 }

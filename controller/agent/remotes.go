@@ -128,8 +128,7 @@ func makePeer(l local, e *submv1.Endpoint, c *submv1.Cluster) peer {
 	// A remote reached at its public address is across a NAT: the
 	// gateway keeps the mapping open and follows its rebindings.
 	r := &gateway.RemoteSpec{ID: id, Endpoint: netip.AddrPortFrom(addr, uint16(port)), Gateway: e.Spec.Hostname, HealthCheckIP: l.probeAddress(e.Spec.HealthCheckIP), NAT: nat}
-	checked, err := strconv.ParseBool(e.Spec.BackendConfig[BackendConfigCheckedSegments])
-	r.CheckedSegments = err == nil && checked
+	r.CheckedSegments = backendFlag(e.Spec, BackendConfigCheckedSegments)
 
 	var pods, services []string
 	globalCIDR := ""
