@@ -48,7 +48,7 @@ test: tools ## the whole suite: lint, unit/e2e tests (netns ones need root), the
 	@failed=; for step in lint unit static fuzz; do \
 	  $(MAKE) --no-print-directory $$step || failed="$$failed $$step"; \
 	done; \
-	echo "packages: $$(grep -c '^ok ' $(CACHE)/unit.log) passed, $$(grep -c '^FAIL' $(CACHE)/unit.log) failed"; \
+	echo "packages: $$(grep -c '^ok ' $(CACHE)/unit.log) passed, $$(grep -c '^FAIL[[:space:]]' $(CACHE)/unit.log) failed"; \
 	if [ -n "$$failed" ]; then echo "make test: failed:$$failed"; exit 1; fi
 
 lint: tools ## gofmt, go vet, staticcheck

@@ -48,15 +48,25 @@ type cluster struct {
 	stop func()
 }
 
-// freeUDPPort asks the kernel for a port that is free on loopback now.
+// freeUDPPort returns a UDP port that is free on every address now, for a
+// gateway to bind later. It is drawn from below the ports the kernel hands
+// out on its own (Linux's ephemeral range starts at 32768), so that no
+// socket of a test running beside this one is given it in the meantime, as
+// happened with a port the kernel had picked.
 func freeUDPPort(t *testing.T) int {
 	t.Helper()
-	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
+	const low, high = 20000, 32768
+	for range 1000 {
+		port := low + rand.IntN(high-low)
+		c, err := net.ListenUDP("udp4", &net.UDPAddr{Port: port})
+		if err != nil {
+			continue
+		}
+		c.Close()
+		return port
 	}
-	defer c.Close()
-	return c.LocalAddr().(*net.UDPAddr).Port
+	t.Fatalf("no free UDP port in %d-%d", low, high-1)
+	return 0
 }
 
 // startPair builds clusters c1 (10.8/16, 10.88/16) and c2 (10.9/16, 10.99/16)
