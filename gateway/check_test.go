@@ -11,17 +11,6 @@ import (
 	"github.com/snorkel-net/snorkel/transport/udp"
 )
 
-// freePort is a UDP port nothing holds at the moment.
-func freePort(t *testing.T) int {
-	t.Helper()
-	c, err := udp.Open(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	return int(c.Port())
-}
-
 func writeFile(t *testing.T, dir, name, content string) string {
 	t.Helper()
 	p := filepath.Join(dir, name)
@@ -68,7 +57,7 @@ func TestCheckPassesAGoodConfigAndLeavesNoTrace(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := tc.cfg()
-			c.Transport.Port = freePort(t)
+			c.Transport.Port = FreeUDPPort(t)
 			c.MetricsAddress = "127.0.0.1:0"
 			if err := c.Check(); err != nil {
 				t.Fatalf("Check: %v", err)
@@ -138,7 +127,7 @@ func TestCheckNamesFieldAndFix(t *testing.T) {
 			c.Transport.WireGuard.PrivateKeyFile = filepath.Join(t.TempDir(), "wg.key")
 			tc.mutate(&c)
 			if c.Transport.Port == 0 {
-				c.Transport.Port = freePort(t)
+				c.Transport.Port = FreeUDPPort(t)
 			}
 			err := c.Check()
 			if err == nil {
@@ -159,7 +148,7 @@ func TestStartReadsKeysAsCheckDoes(t *testing.T) {
 	c := espConfig()
 	c.Transport.ESP.PSK = ""
 	c.Transport.ESP.PSKFile = writeFile(t, t.TempDir(), "short.psk", "abcde\n")
-	c.Transport.Port = freePort(t)
+	c.Transport.Port = FreeUDPPort(t)
 	checkErr := c.Check()
 	if checkErr == nil {
 		t.Fatal("Check passed a 5-byte psk file")

@@ -33,7 +33,7 @@ func startGlobalnetPair(t *testing.T) (c1, c2 *cluster) {
 // changed by mod first.
 func startGlobalnetPairWith(t *testing.T, mod func(cfg1, cfg2 *gateway.Config)) (c1, c2 *cluster) {
 	t.Helper()
-	p1, p2 := freeUDPPort(t), freeUDPPort(t)
+	p1, p2 := gateway.FreeUDPPort(t), gateway.FreeUDPPort(t)
 	mk := func(id, global string, port int, remote, remoteGlobal string, remotePort int) gateway.Config {
 		return gateway.Config{
 			Cluster:   gateway.Cluster{ID: id, PodCIDRs: []string{"10.7.0.0/16"}, ServiceCIDRs: []string{"10.77.0.0/16"}},

@@ -100,7 +100,7 @@ func runOn(t *testing.T, s *gateway.Spec, opts gateway.Options, dev tun.Device) 
 // starts from its replica, c2 is pointed at it, and the same connection
 // carries on: c2's pod sees the same global source address and port.
 func TestInProcessTCPSurvivesGatewayFailover(t *testing.T) {
-	pActive, pStandby, p2 := freeUDPPort(t), freeUDPPort(t), freeUDPPort(t)
+	pActive, pStandby, p2 := gateway.FreeUDPPort(t), gateway.FreeUDPPort(t), gateway.FreeUDPPort(t)
 	syncAddr := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(freeTCPPort(t)))
 	key := []byte("in-process test clusterset key")
 	mk := func(id, global string, port int, remote, remoteGlobal string, remotePort int) gateway.Config {

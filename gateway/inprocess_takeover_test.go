@@ -94,7 +94,7 @@ func TestInProcessRemoteGatewayTakeover(t *testing.T) {
 			b1.stop()
 
 			cfgB2 := b1.cfg
-			cfgB2.Transport.Port = freeUDPPort(t)
+			cfgB2.Transport.Port = gateway.FreeUDPPort(t)
 			cfgB2.Remotes = slices.Clone(b1.cfg.Remotes)
 			cfgB2.Remotes[0].Endpoint = fmt.Sprintf("127.0.0.1:%d", c1.cfg.Transport.Port)
 			moved := c1.cfg

@@ -48,27 +48,6 @@ type cluster struct {
 	stop func()
 }
 
-// freeUDPPort returns a UDP port that is free on every address now, for a
-// gateway to bind later. It is drawn from below the ports the kernel hands
-// out on its own (Linux's ephemeral range starts at 32768), so that no
-// socket of a test running beside this one is given it in the meantime, as
-// happened with a port the kernel had picked.
-func freeUDPPort(t *testing.T) int {
-	t.Helper()
-	const low, high = 20000, 32768
-	for range 1000 {
-		port := low + rand.IntN(high-low)
-		c, err := net.ListenUDP("udp4", &net.UDPAddr{Port: port})
-		if err != nil {
-			continue
-		}
-		c.Close()
-		return port
-	}
-	t.Fatalf("no free UDP port in %d-%d", low, high-1)
-	return 0
-}
-
 // startPair builds clusters c1 (10.8/16, 10.88/16) and c2 (10.9/16, 10.99/16)
 // joined over loopback UDP with the given transport. Each cluster's netstack
 // owns the pod addresses listed.
@@ -81,7 +60,7 @@ func startPair(t *testing.T, kind string, pods1, pods2 []netip.Addr) (c1, c2 *cl
 func startPairWith(t *testing.T, kind string, pods1, pods2 []netip.Addr, mod func(cfg1, cfg2 *gateway.Config)) (c1, c2 *cluster) {
 	t.Helper()
 	dir := t.TempDir()
-	p1, p2 := freeUDPPort(t), freeUDPPort(t)
+	p1, p2 := gateway.FreeUDPPort(t), gateway.FreeUDPPort(t)
 	mk := func(id, pod, svc string, port int) gateway.Config {
 		c := gateway.Config{
 			Cluster:   gateway.Cluster{ID: id, PodCIDRs: []string{pod}, ServiceCIDRs: []string{svc}},
@@ -436,7 +415,7 @@ func TestInProcessStreamSurvivesAnotherRemoteChanging(t *testing.T) {
 			}
 			c3 := func(key string) gateway.Config {
 				cfg := c1.cfg
-				r := gateway.Remote{ID: "c3", PodCIDRs: []string{"10.7.0.0/16"}, Endpoint: fmt.Sprintf("127.0.0.3:%d", freeUDPPort(t))}
+				r := gateway.Remote{ID: "c3", PodCIDRs: []string{"10.7.0.0/16"}, Endpoint: fmt.Sprintf("127.0.0.3:%d", gateway.FreeUDPPort(t))}
 				if tr == transport.WireGuard {
 					r.WireGuard = &gateway.WireGuardRemoteConfig{PublicKey: key}
 				}
