@@ -15,6 +15,7 @@ import (
 
 	"github.com/snorkel-net/snorkel/deploy"
 	"github.com/snorkel-net/snorkel/dnsd"
+	"github.com/snorkel-net/snorkel/transport/udp/udptest"
 )
 
 // settle bounds a wait for CoreDNS to start and for a query through it,
@@ -110,26 +111,6 @@ func TestCoreDNSStanzaForwardsTheCustomDomainsToo(t *testing.T) {
 	}
 }
 
-// freePort finds a port free for UDP and TCP on loopback.
-func freePort(t *testing.T) int {
-	t.Helper()
-	for range 20 {
-		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := pc.LocalAddr().(*net.UDPAddr).Port
-		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		pc.Close()
-		if err == nil {
-			ln.Close()
-			return port
-		}
-	}
-	t.Fatal("no port free for both UDP and TCP")
-	return 0
-}
-
 // A cluster's CoreDNS with the stanza answers the clusterset names from
 // dnsd: real CoreDNS (SNORKEL_COREDNS, built by `make tools`), queried
 // with dig, forwarding to dnsd on loopback.
@@ -166,7 +147,7 @@ func TestCoreDNSForwardsTheClustersetZoneToDnsd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dnsdPort := freePort(t)
+	dnsdPort := int(udptest.FreePort(t))
 	pc, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", dnsdPort))
 	if err != nil {
 		t.Fatal(err)
@@ -187,7 +168,7 @@ func TestCoreDNSForwardsTheClustersetZoneToDnsd(t *testing.T) {
 
 	// The cluster's Corefile, with the stanza added as the operator adds
 	// it. The test binds every block to loopback only.
-	corePort := freePort(t)
+	corePort := int(udptest.FreePort(t))
 	corefile, err := deploy.AddCoreDNSStanza(fmt.Sprintf(".:%d {\n    errors\n    whoami\n}\n", corePort), fmt.Sprintf("127.0.0.1:%d", dnsdPort))
 	if err != nil {
 		t.Fatal(err)

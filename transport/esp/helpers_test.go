@@ -13,7 +13,6 @@ import (
 	"github.com/snorkel-net/snorkel/packet"
 	"github.com/snorkel-net/snorkel/transport"
 	"github.com/snorkel-net/snorkel/transport/esp/ike"
-	"github.com/snorkel-net/snorkel/transport/udp"
 )
 
 var (
@@ -285,15 +284,4 @@ func eventually(t testing.TB, what string, cond func() bool) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-}
-
-// freePort returns a UDP port that was free a moment ago.
-func freePort(t testing.TB) uint16 {
-	t.Helper()
-	c, err := udp.Open(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	return c.Port()
 }

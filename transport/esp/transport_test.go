@@ -18,6 +18,7 @@ import (
 	"github.com/snorkel-net/snorkel/transport/esp/ike"
 	"github.com/snorkel-net/snorkel/transport/internal/transporttest"
 	"github.com/snorkel-net/snorkel/transport/udp"
+	"github.com/snorkel-net/snorkel/transport/udp/udptest"
 )
 
 func TestConfigValidation(t *testing.T) {
@@ -80,7 +81,7 @@ func TestNewOnUsedPortWrapsEADDRINUSE(t *testing.T) {
 }
 
 func TestNewListensOnConfiguredPort(t *testing.T) {
-	port := freePort(t)
+	port := udptest.FreePort(t)
 	tr, err := New(Config{Port: port, Peers: []Peer{{Endpoint: local(9)}}}, discard{})
 	if err != nil {
 		t.Fatal(err)

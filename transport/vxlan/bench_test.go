@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/snorkel-net/snorkel/transport"
-	"github.com/snorkel-net/snorkel/transport/udp"
+	"github.com/snorkel-net/snorkel/transport/udp/udptest"
 )
 
 const (
@@ -38,7 +38,7 @@ func BenchmarkEncapSend(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer sink.Close()
-	tr, err := New(Config{Port: freeBenchPort(b), Peers: []Peer{{Endpoint: sink.LocalAddr().(*net.UDPAddr).AddrPort()}}}, &discard{})
+	tr, err := New(Config{Port: udptest.FreePort(b), Peers: []Peer{{Endpoint: sink.LocalAddr().(*net.UDPAddr).AddrPort()}}}, &discard{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func BenchmarkEncapSend(b *testing.B) {
 // BenchmarkDecapDeliver is the receive handler on a batch already read from
 // the socket: peer lookup, decapsulation, MAC learning and Deliver.
 func BenchmarkDecapDeliver(b *testing.B) {
-	tr, err := New(Config{Port: freeBenchPort(b), Peers: []Peer{{Endpoint: local(4000)}}}, &discard{})
+	tr, err := New(Config{Port: udptest.FreePort(b), Peers: []Peer{{Endpoint: local(4000)}}}, &discard{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -90,10 +90,7 @@ func (c *counter) Deliver(_ int, bufs [][]byte, _ int) { c.n.Add(int64(len(bufs)
 // decap and Deliver. Allocations here include those conn.StdNetBind makes
 // per received datagram.
 func BenchmarkLoopback(b *testing.B) {
-	ports := [2]uint16{freeBenchPort(b), freeBenchPort(b)}
-	for ports[1] == ports[0] {
-		ports[1] = freeBenchPort(b)
-	}
+	ports := udptest.FreePorts(b, 2)
 	rx := &counter{}
 	a, err := New(Config{Port: ports[0], Peers: []Peer{{Endpoint: local(ports[1])}}}, &discard{})
 	if err != nil {
@@ -122,13 +119,4 @@ func BenchmarkLoopback(b *testing.B) {
 	}
 	reportRate(b, int(rx.n.Load()))
 	b.ReportMetric(float64(int64(b.N)*benchBatch-rx.n.Load()), "lost")
-}
-
-func freeBenchPort(b *testing.B) uint16 {
-	c, err := udp.Open(0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
-	return c.Port()
 }

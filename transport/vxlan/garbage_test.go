@@ -7,6 +7,7 @@ import (
 
 	"github.com/snorkel-net/snorkel/transport"
 	"github.com/snorkel-net/snorkel/transport/internal/transporttest"
+	"github.com/snorkel-net/snorkel/transport/udp/udptest"
 )
 
 // TestGarbageIsCountedExactly sends malformed datagrams from a stranger and
@@ -14,7 +15,7 @@ import (
 // and against its sender; genuine traffic must then still cross without a
 // drop.
 func TestGarbageIsCountedExactly(t *testing.T) {
-	ports := freePorts(t, 2)
+	ports := udptest.FreePorts(t, 2)
 	recA, recB := newRecorder(t), newRecorder(t)
 	a, err := New(Config{Port: ports[0], VNI: 4242, Peers: []Peer{{Endpoint: local(ports[1])}}}, recA)
 	if err != nil {
@@ -106,7 +107,7 @@ func TestGarbageIsCountedExactly(t *testing.T) {
 // An empty datagram carries no VXLAN header, so it is short; the bind
 // reports it with a zero size and no sender.
 func TestEmptyDatagramIsCountedShort(t *testing.T) {
-	ports := freePorts(t, 2)
+	ports := udptest.FreePorts(t, 2)
 	tr, err := New(Config{Port: ports[0], VNI: 7, Peers: []Peer{{Endpoint: local(ports[1])}}}, newRecorder(t))
 	if err != nil {
 		t.Fatal(err)

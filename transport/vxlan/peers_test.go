@@ -12,6 +12,7 @@ import (
 
 	"github.com/snorkel-net/snorkel/transport"
 	"github.com/snorkel-net/snorkel/transport/internal/transporttest"
+	"github.com/snorkel-net/snorkel/transport/udp/udptest"
 )
 
 // vtep plays a remote VXLAN endpoint by hand from a socket of its own on a
@@ -91,7 +92,7 @@ func exchange(t *testing.T, tr *Transport, rec *recorder, i int, v *vtep, wantDs
 
 func newLoopbackTransport(t *testing.T, peers []Peer, d transport.Deliverer) *Transport {
 	t.Helper()
-	tr, err := New(Config{Port: freePorts(t, 1)[0], VNI: 4242, Peers: peers}, d)
+	tr, err := New(Config{Port: udptest.FreePorts(t, 1)[0], VNI: 4242, Peers: peers}, d)
 	if err != nil {
 		t.Fatal(err)
 	}

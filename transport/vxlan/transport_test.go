@@ -15,6 +15,7 @@ import (
 	"github.com/snorkel-net/snorkel/transport"
 	"github.com/snorkel-net/snorkel/transport/internal/transporttest"
 	"github.com/snorkel-net/snorkel/transport/udp"
+	"github.com/snorkel-net/snorkel/transport/udp/udptest"
 )
 
 // recorder is a Deliverer that keeps copies of what it is given and checks
@@ -69,25 +70,6 @@ type discard struct{ n int }
 
 func (d *discard) Deliver(_ int, bufs [][]byte, _ int) { d.n += len(bufs) }
 
-// freePorts returns n UDP ports that were free a moment ago.
-func freePorts(t *testing.T, n int) []uint16 {
-	t.Helper()
-	var ports []uint16
-	var conns []*udp.Conn
-	for range n {
-		c, err := udp.Open(0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		conns = append(conns, c)
-		ports = append(ports, c.Port())
-	}
-	for _, c := range conns {
-		c.Close()
-	}
-	return ports
-}
-
 func local(port uint16) netip.AddrPort {
 	return netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), port)
 }
@@ -136,7 +118,7 @@ func TestConfigValidation(t *testing.T) {
 }
 
 func TestOverhead(t *testing.T) {
-	ports := freePorts(t, 2)
+	ports := udptest.FreePorts(t, 2)
 	for _, tt := range []struct {
 		peer string
 		want int
@@ -169,7 +151,7 @@ func TestNewOnUsedPortWrapsEADDRINUSE(t *testing.T) {
 }
 
 func TestSendErrors(t *testing.T) {
-	ports := freePorts(t, 2)
+	ports := udptest.FreePorts(t, 2)
 	tr, err := New(Config{Port: ports[0], Peers: []Peer{{Endpoint: local(ports[1])}}}, &discard{})
 	if err != nil {
 		t.Fatal(err)
@@ -190,7 +172,7 @@ func TestSendErrors(t *testing.T) {
 // TestReceiveDropsByReason feeds the receive handler datagrams directly and
 // checks each lands in its counter, with the good one delivered.
 func TestReceiveDropsByReason(t *testing.T) {
-	ports := freePorts(t, 2)
+	ports := udptest.FreePorts(t, 2)
 	peerAddr := local(ports[1])
 	rec := newRecorder(t)
 	tr, err := New(Config{Port: ports[0], VNI: 77, Peers: []Peer{{Endpoint: peerAddr}}}, rec)
@@ -255,7 +237,7 @@ func TestReceiveDropsByReason(t *testing.T) {
 // TestReceiveGroupsByPeerInOrder checks that an interleaved batch reaches
 // the Deliverer as one call per peer, each in arrival order.
 func TestReceiveGroupsByPeerInOrder(t *testing.T) {
-	ports := freePorts(t, 1)
+	ports := udptest.FreePorts(t, 1)
 	peers := []Peer{{Endpoint: local(4000)}, {Endpoint: netip.MustParseAddrPort("127.0.0.2:4000")}}
 	calls := &callLog{}
 	tr, err := New(Config{Port: ports[0], Peers: peers}, calls)
@@ -292,7 +274,7 @@ func TestSendAndReceiveAllocateNothing(t *testing.T) {
 	if raceEnabled {
 		t.Skip("skipping: the race detector makes sync.Pool drop items, so pooled paths allocate")
 	}
-	ports := freePorts(t, 2)
+	ports := udptest.FreePorts(t, 2)
 	sink, err := udp.Open(ports[1])
 	if err != nil {
 		t.Fatal(err)
@@ -346,7 +328,7 @@ func TestSendAndReceiveAllocateNothing(t *testing.T) {
 // TestTwoTransportsExchangeBatches runs two transports on 127.0.0.1 and
 // sends batches both ways, checking every delivered byte.
 func TestTwoTransportsExchangeBatches(t *testing.T) {
-	ports := freePorts(t, 2)
+	ports := udptest.FreePorts(t, 2)
 	recA, recB := newRecorder(t), newRecorder(t)
 	macAHW, macBHW := net.HardwareAddr(macA[:]), net.HardwareAddr(macB[:])
 	a, err := New(Config{Port: ports[0], VNI: 4242, MAC: macAHW, Peers: []Peer{{Endpoint: local(ports[1])}}}, recA)
@@ -417,7 +399,7 @@ func TestTwoTransportsExchangeBatches(t *testing.T) {
 func TestFollowPortFollowsANATRebinding(t *testing.T) {
 	for _, follow := range []bool{true, false} {
 		t.Run(map[bool]string{true: "follow", false: "configured port"}[follow], func(t *testing.T) {
-			ports := freePorts(t, 2)
+			ports := udptest.FreePorts(t, 2)
 			recA, recB := newRecorder(t), newRecorder(t)
 			nat := transporttest.NewNAT(t, local(ports[1]))
 			a, err := New(Config{Port: ports[0], Name: "a", Peers: []Peer{{Endpoint: nat.Inside()}}}, recA)
