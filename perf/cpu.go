@@ -17,7 +17,7 @@ const userHZ = 100
 // hostCPU is a reading of the aggregate "cpu" line of /proc/stat, in
 // USER_HZ ticks.
 type hostCPU struct {
-	total, idle uint64
+	total, idle, steal uint64
 }
 
 func readHostCPU() (hostCPU, error) {
@@ -29,7 +29,9 @@ func readHostCPU() (hostCPU, error) {
 }
 
 // parseHostCPU reads the first line of /proc/stat: "cpu user nice system
-// idle iowait irq softirq steal ...". Idle time counts idle and iowait.
+// idle iowait irq softirq steal ...". Idle time counts idle and iowait;
+// steal, the time a virtual machine's hypervisor ran something else while
+// the guest wanted its CPU, counts as busy.
 func parseHostCPU(b []byte) (hostCPU, error) {
 	line, _, _ := bytes.Cut(b, []byte("\n"))
 	f := strings.Fields(string(line))
@@ -47,8 +49,11 @@ func parseHostCPU(b []byte) (hostCPU, error) {
 		if i < 8 {
 			c.total += v
 		}
-		if i == 3 || i == 4 {
+		switch i {
+		case 3, 4:
 			c.idle += v
+		case 7:
+			c.steal = v
 		}
 	}
 	return c, nil
@@ -62,6 +67,17 @@ func (c hostCPU) busySince(before hostCPU) float64 {
 		return 0
 	}
 	return 100 * (1 - float64(c.idle-before.idle)/float64(dt))
+}
+
+// stealSince returns the percentage of all cores' time that the
+// hypervisor took between an earlier reading and c: a measurement with
+// much of it ran on a machine slower than the one the others saw.
+func (c hostCPU) stealSince(before hostCPU) float64 {
+	dt := c.total - before.total
+	if dt == 0 {
+		return 0
+	}
+	return 100 * float64(c.steal-before.steal) / float64(dt)
 }
 
 // processTicks returns utime+stime of a process, all threads, in USER_HZ

@@ -5,21 +5,24 @@ import (
 	"testing"
 )
 
-func TestParseHostCPUCountsIdleAndIowaitAsIdleAndSkipsGuestTime(t *testing.T) {
+func TestParseHostCPUCountsIdleAndIowaitAsIdleReadsStealAndSkipsGuestTime(t *testing.T) {
 	// user nice system idle iowait irq softirq steal guest guest_nice
-	c, err := parseHostCPU([]byte("cpu  100 5 50 800 20 3 2 0 40 1\ncpu0 1 2 3 4 5 6 7 8 9 10\n"))
+	c, err := parseHostCPU([]byte("cpu  100 5 50 800 20 3 2 7 40 1\ncpu0 1 2 3 4 5 6 7 8 9 10\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.total != 980 || c.idle != 820 {
-		t.Errorf("got total %d idle %d, want 980 and 820", c.total, c.idle)
+	if c.total != 987 || c.idle != 820 || c.steal != 7 {
+		t.Errorf("got total %d idle %d steal %d, want 987, 820 and 7", c.total, c.idle, c.steal)
 	}
-	later := hostCPU{total: c.total + 200, idle: c.idle + 50}
+	later := hostCPU{total: c.total + 200, idle: c.idle + 50, steal: c.steal + 30}
 	if got := later.busySince(c); math.Abs(got-75) > 1e-9 {
 		t.Errorf("busy %v%%, want 75%%", got)
 	}
-	if got := c.busySince(c); got != 0 {
-		t.Errorf("busy over no time = %v, want 0", got)
+	if got := later.stealSince(c); math.Abs(got-15) > 1e-9 {
+		t.Errorf("steal %v%%, want 15%%", got)
+	}
+	if got, st := c.busySince(c), c.stealSince(c); got != 0 || st != 0 {
+		t.Errorf("busy and steal over no time = %v, %v, want 0", got, st)
 	}
 }
 

@@ -97,6 +97,7 @@ func measure(ctx context.Context, o Options, s System, w Workload, rep, order in
 	}
 	if herr == nil && herr1 == nil {
 		m.Values[MetricHostBusy.Name] = host1.busySince(host0)
+		m.Values[MetricHostSteal.Name] = host1.stealSince(host0)
 	}
 	return m, nil
 }
@@ -178,6 +179,9 @@ func (m Measurement) progressLine(w Workload) string {
 		s += fmt.Sprintf(", %.2f CPU s/Gb", c)
 	}
 	s += fmt.Sprintf(", host %.0f%% busy (before %.0f%%)", v[MetricHostBusy.Name], m.IdleBefore)
+	if st := v[MetricHostSteal.Name]; st >= 0.5 {
+		s += fmt.Sprintf(", %.0f%% stolen by the hypervisor", st)
+	}
 	if c, ok := v[MetricCtxSwitchesPerGB.Name]; ok {
 		s += fmt.Sprintf(", %.0f context switches/GB (%s)", c, m.PerfStat.Scope)
 	}

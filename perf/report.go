@@ -479,17 +479,17 @@ func (r *Results) WriteMarkdown(dir string) error {
 		row := []string{fmt.Sprint(m.Order), m.System, m.Workload, fmt.Sprint(m.Rep), m.Start.Format("15:04:05")}
 		w, _ := r.Workload(m.Workload)
 		if m.Error != "" {
-			row = append(row, "failed: "+m.Error, "", "", "")
+			row = append(row, "failed: "+m.Error, "", "", "", "")
 		} else {
 			var per []string
 			for _, p := range m.Processes {
 				per = append(per, fmt.Sprintf("%s %.0f%%", p.Name, p.Percent))
 			}
-			row = append(row, m.result(w), strings.Join(per, ", "), fmt.Sprintf("%.0f%%", m.Values[MetricHostBusy.Name]), fmt.Sprintf("%.0f%%", m.IdleBefore))
+			row = append(row, m.result(w), strings.Join(per, ", "), fmt.Sprintf("%.0f%%", m.Values[MetricHostBusy.Name]), fmt.Sprintf("%.1f%%", m.Values[MetricHostSteal.Name]), fmt.Sprintf("%.0f%%", m.IdleBefore))
 		}
 		rows = append(rows, row)
 	}
-	mdTable(&b, []string{"#", "system", "workload", "rep", "start (UTC)", "result", "tunnel CPU", "host busy", "busy before"}, rows)
+	mdTable(&b, []string{"#", "system", "workload", "rep", "start (UTC)", "result", "tunnel CPU", "host busy", "stolen", "busy before"}, rows)
 	b.WriteString("\nEvery value, with each tool's own output per measurement, is in results.json and raw/.\n")
 
 	path := filepath.Join(dir, "report.md")

@@ -121,6 +121,7 @@ func TestResultsJSONRoundTrips(t *testing.T) {
 
 func TestReportsShowTablesRatiosCostsAndUnavailableSystems(t *testing.T) {
 	r := sampleResults()
+	r.Runs[0].Values[MetricHostSteal.Name] = 12.5
 	var term strings.Builder
 	if err := r.WriteTable(&term); err != nil {
 		t.Fatal(err)
@@ -143,7 +144,8 @@ func TestReportsShowTablesRatiosCostsAndUnavailableSystems(t *testing.T) {
 	}
 	for _, want := range []string{"| snorkel-wireguard | 1.80 (1.70–1.90) |", "snorkel benchmark all --reps 3", "AMD EPYC", "kernel 6.18",
 		"2026-11-22T10:00:00Z", "failed: iperf3 failed: connection reset", "gw-c1 75%", "| strongswan | unavailable |",
-		"unavailable on this machine: strongSwan's charon", "NOT met, 12% short", "## Ratios and targets", "## Latency", "## Cost"} {
+		"unavailable on this machine: strongSwan's charon", "NOT met, 12% short", "## Ratios and targets", "## Latency", "## Cost",
+		"| host busy | stolen | busy before |", "| 12.5% |"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("report.md lacks %q:\n%s", want, md)
 		}

@@ -53,6 +53,8 @@ var (
 		"largest peak resident set (VmHWM, /proc/PID/status) of the tunnel processes, since they started", false}
 	MetricHostBusy = Metric{"host_busy", "% of all cores",
 		"CPU busy on the whole host during the measurement, from /proc/stat", false}
+	MetricHostSteal = Metric{"host_steal", "% of all cores",
+		"CPU time the hypervisor gave to others while this virtual machine wanted it, during the measurement (steal, /proc/stat); counted in host_busy", false}
 )
 
 // The metrics of `perf stat` (Options.PerfStat), per byte of TCP payload
@@ -75,7 +77,7 @@ var (
 
 // costMetrics are recorded by the harness around every workload, the
 // perf stat ones where it runs.
-var costMetrics = []Metric{MetricTunnelCPU, MetricCPUPerGbit, MetricPeakRSS, MetricHostBusy,
+var costMetrics = []Metric{MetricTunnelCPU, MetricCPUPerGbit, MetricPeakRSS, MetricHostBusy, MetricHostSteal,
 	MetricPerfCPUPerGbit, MetricCtxSwitchesPerGB, MetricMigrationsPerGB, MetricPageFaultsPerGB, MetricInstructionsPerByte, MetricCyclesPerByte}
 
 // Results is everything one benchmark run measured; results.json is its
