@@ -23,13 +23,24 @@ func (t *Transport) receive(bufs [][]byte, sizes []int, srcs []netip.AddrPort) {
 	s := t.rxPool.Get().(*rxScratch)
 	e := t.inUse.enter()
 	tab := t.peers.Load()
+	// A batch's datagrams come in runs from one peer, so the peer of the
+	// last source is kept: the map is hashed once a run, not per datagram.
+	var (
+		last   netip.Addr
+		looked bool
+		n      int
+		ok     bool
+	)
 	for i, b := range bufs {
 		if sizes[i] == 0 {
 			// An empty datagram, whose sender the bind does not report.
 			t.anyDrops.add(dropShort)
 			continue
 		}
-		n, ok := tab.byAddr[srcs[i].Addr()]
+		if a := srcs[i].Addr(); !looked || a != last {
+			n, ok = tab.byAddr[a]
+			last, looked = a, true
+		}
 		if !ok {
 			t.anyDrops.add(dropUnknownPeer)
 			continue
