@@ -25,11 +25,12 @@ func (t *Transport) receive(bufs [][]byte, sizes []int, srcs []netip.AddrPort) {
 	tab := t.peers.Load()
 	// A batch's datagrams come in runs from one peer, so the peer of the
 	// last source is kept: the map is hashed once a run, not per datagram.
+	// It starts as the zero address, which no peer has (settings rejects
+	// it), so that ok starts false, as the map would say.
 	var (
-		last   netip.Addr
-		looked bool
-		n      int
-		ok     bool
+		last netip.Addr
+		n    int
+		ok   bool
 	)
 	for i, b := range bufs {
 		if sizes[i] == 0 {
@@ -37,9 +38,9 @@ func (t *Transport) receive(bufs [][]byte, sizes []int, srcs []netip.AddrPort) {
 			t.anyDrops.add(dropShort)
 			continue
 		}
-		if a := srcs[i].Addr(); !looked || a != last {
+		if a := srcs[i].Addr(); a != last {
 			n, ok = tab.byAddr[a]
-			last, looked = a, true
+			last = a
 		}
 		if !ok {
 			t.anyDrops.add(dropUnknownPeer)
