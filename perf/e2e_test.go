@@ -47,6 +47,7 @@ func TestBenchmarkEndToEnd(t *testing.T) {
 		Binary:     bin,
 		IdleWait:   -1,
 		PerfStat:   true,
+		CPUProfile: true,
 		Command:    "go test -run TestBenchmarkEndToEnd",
 		Progress:   testWriter{t},
 	})
@@ -112,6 +113,20 @@ func TestBenchmarkEndToEnd(t *testing.T) {
 	}
 	if len(back.Comparisons) != 5 || back.Comparisons[0].Baseline != "veth" || back.Comparisons[0].Ratio <= 0 {
 		t.Errorf("comparisons %+v, want snorkel-wireguard against veth on each throughput workload", back.Comparisons)
+	}
+	for _, m := range back.Runs {
+		want := 0
+		if m.System == "snorkel-wireguard" && (m.Workload == WorkloadTCP1 || m.Workload == WorkloadUDP) {
+			want = 2 // c1's gateway and c2's
+		}
+		if len(m.Profiles) != want || m.ProfileError != "" {
+			t.Errorf("%s %s: profiles %v (%s), want %d", m.System, m.Workload, m.Profiles, m.ProfileError, want)
+		}
+		for _, p := range m.Profiles {
+			if fi, err := os.Stat(filepath.Join(out, p)); err != nil || fi.Size() == 0 {
+				t.Errorf("%s %s: profile %s: %v", m.System, m.Workload, p, err)
+			}
+		}
 	}
 	_, perfErr := exec.LookPath("perf")
 	for _, m := range back.Runs {

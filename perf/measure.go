@@ -34,7 +34,7 @@ func measure(ctx context.Context, o Options, s System, w Workload, rep, order in
 		ticks0[i], tickErr[i] = processTicks(p.PID)
 	}
 	var profc chan profiles
-	if pr, ok := s.(Profiler); ok && o.CPUProfile && w.Name == WorkloadTCP1 {
+	if pr, ok := s.(Profiler); ok && o.CPUProfile && profiled(w) {
 		profc = make(chan profiles, 1)
 		go profile(ctx, pr, o.Duration, profc)
 	}
@@ -131,6 +131,12 @@ type profiles struct {
 	b   map[string][]byte
 	err error
 }
+
+// profiled reports whether CPUProfile profiles the gateways during w: the
+// single-flow TCP run, where the bytes cost most, and the UDP search,
+// where the packets do. A search runs longer than Duration; its profile,
+// like any, starts a second in and lasts Duration less two seconds.
+func profiled(w Workload) bool { return w.Name == WorkloadTCP1 || w.Name == WorkloadUDP }
 
 // profile records CPU profiles during a measurement of length d, leaving
 // out its first second (slow start) and its last.

@@ -288,7 +288,7 @@ func padRow(row []string, n int) []string {
 // pair, a column per workload.
 func (r *Results) ratioTable() table {
 	t := table{title: "Ratios", head: []string{"system / baseline", "target"},
-		note: "Median over median of the same run. A missed target shows how far short it fell."}
+		note: "Median over median of the same run; in parentheses the lowest and highest ratio of one round's repetitions. A missed target shows how far short it fell."}
 	var workloads []string
 	for _, w := range r.Workloads {
 		if slices.ContainsFunc(r.Comparisons, func(c Comparison) bool { return c.Workload == w.Name }) {
@@ -323,10 +323,10 @@ func (r *Results) ratioTable() table {
 	return t
 }
 
-// verdict is the ratio with, under a target, whether it is met or by how
-// much it falls short.
+// verdict is the ratio and its rounds' range with, under a target,
+// whether it is met or by how much it falls short.
 func (c Comparison) verdict() string {
-	s := c.ratio()
+	s := c.ratio() + c.roundRange()
 	switch {
 	case c.Target <= 0:
 	case c.Met():
@@ -347,6 +347,15 @@ func (c Comparison) ratio() string {
 	return s
 }
 
+// roundRange prints the range of the rounds' ratios, " (0.91–1.04)", or
+// "" when fewer than two rounds measured both systems.
+func (c Comparison) roundRange() string {
+	if c.RoundMax == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%.2f–%.2f)", c.RoundMin, c.RoundMax)
+}
+
 // shortfall prints how far short of its target the comparison falls, in
 // whole percent, or "under 1%" where that would print 0.
 func (c Comparison) shortfall() string {
@@ -360,6 +369,9 @@ func (c Comparison) shortfall() string {
 // String says the comparison in words.
 func (c Comparison) String() string {
 	s := fmt.Sprintf("%s / %s, %s (median %s): %s", c.System, c.Baseline, c.Workload, c.Metric, c.ratio())
+	if c.RoundMax != 0 {
+		s += fmt.Sprintf(", one round's %.2f–%.2f", c.RoundMin, c.RoundMax)
+	}
 	if c.Target > 0 {
 		if c.Met() {
 			s += fmt.Sprintf(" (target ≥ %.2f×: met)", c.Target)

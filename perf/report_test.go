@@ -136,7 +136,7 @@ func TestReportsShowTablesRatiosCostsAndUnavailableSystems(t *testing.T) {
 	}
 	for _, want := range []string{"snorkel-wireguard", "1.80 (1.70–1.90)", "2.05 (2.00–2.10) [1 failed]", "12.00 (11.00–13.00)",
 		"0.84 (0.79–0.89)", // 151% of a core for 1.8 Gb/s
-		kernelCPU, "24 MiB", "0.88× MISSED by 12%", "≥ 1.00×",
+		kernelCPU, "24 MiB", "0.88× (0.81–0.95) MISSED by 12%", "≥ 1.00×",
 		"strongswan unavailable: strongSwan's charon", "105", "210", "420"} {
 		if !strings.Contains(term.String(), want) {
 			t.Errorf("terminal table lacks %q:\n%s", want, term.String())
@@ -416,5 +416,34 @@ func TestVerdictsNeverRoundAMissOntoItsTarget(t *testing.T) {
 	c := Comparison{System: "s", Baseline: "b", Workload: "tcp-1", Metric: "throughput", Ratio: 0.9486, Target: 0.95}
 	if got, want := c.String(), "s / b, tcp-1 (median throughput): 0.949× (target ≥ 0.95×: NOT met, under 1% short)"; got != want {
 		t.Errorf("String() = %q, want %q", got, want)
+	}
+}
+
+func TestComparisonsRangeOverTheRoundsBothSystemsCompleted(t *testing.T) {
+	r := sampleResults()
+	c := r.Comparisons[0]
+	// Round 3 of wireguard-go failed: rounds 1 (1.9/2.0) and 2 (1.7/2.1)
+	// are left.
+	if c.Baseline != "wireguard-go" || !near(c.RoundMin, 1.7/2.1) || !near(c.RoundMax, 1.9/2.0) {
+		t.Errorf("comparison %+v, want rounds from %.4f to %.4f", c, 1.7/2.1, 1.9/2.0)
+	}
+	if got, want := c.verdict(), "0.88× (0.81–0.95) MISSED by 12%"; got != want {
+		t.Errorf("verdict %q, want %q", got, want)
+	}
+	if got := c.String(); !strings.Contains(got, "one round's 0.81–0.95") {
+		t.Errorf("String() = %q, want the rounds' range", got)
+	}
+	v := r.Comparisons[1]
+	if v.Baseline != "veth" || !near(v.RoundMin, 1.8/13) || !near(v.RoundMax, 1.9/12) {
+		t.Errorf("comparison %+v, want rounds from %.4f to %.4f", v, 1.8/13, 1.9/12)
+	}
+
+	// One round is no range.
+	r.Runs = slices.DeleteFunc(r.Runs, func(m Measurement) bool { return m.System == "wireguard-go" && m.Rep == 2 })
+	r.summarize()
+	r.Comparisons = nil
+	r.compare(WorkloadTCP1, MetricThroughput.Name, "snorkel-wireguard", "wireguard-go", WireGuardTarget)
+	if c := r.Comparisons[0]; c.RoundMin != 0 || c.RoundMax != 0 || strings.Contains(c.verdict(), "(") {
+		t.Errorf("comparison over one round %+v, verdict %q: want no range", c, c.verdict())
 	}
 }

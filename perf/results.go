@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 )
 
@@ -225,6 +226,12 @@ type Comparison struct {
 	Ratio    float64 `json:"ratio"`
 	// Target is the ratio the project aims for, when it has one.
 	Target float64 `json:"target,omitempty"`
+	// RoundMin and RoundMax are the lowest and highest ratio of the
+	// system's repetition to the baseline's repetition of the same round,
+	// over the rounds that measured both: how far one round's ratio
+	// strays from the run's. Zero when fewer than two rounds did.
+	RoundMin float64 `json:"roundMin,omitempty"`
+	RoundMax float64 `json:"roundMax,omitempty"`
 }
 
 // Met reports whether the comparison reaches its target.
@@ -312,7 +319,35 @@ func (r *Results) compare(workload, metric, system, baseline string, target floa
 	if !ok1 || !ok2 || a.N == 0 || b.N == 0 || b.Median == 0 {
 		return
 	}
-	r.Comparisons = append(r.Comparisons, Comparison{Workload: workload, Metric: metric, System: system, Baseline: baseline, Ratio: a.Median / b.Median, Target: target})
+	c := Comparison{Workload: workload, Metric: metric, System: system, Baseline: baseline, Ratio: a.Median / b.Median, Target: target}
+	if rs := r.roundRatios(workload, metric, system, baseline); len(rs) > 1 {
+		c.RoundMin, c.RoundMax = slices.Min(rs), slices.Max(rs)
+	}
+	r.Comparisons = append(r.Comparisons, c)
+}
+
+// roundRatios returns, per repetition that both system and baseline
+// completed, the ratio of the system's value of a workload's metric to the
+// baseline's: the two were measured in the same round (Schedule), minutes
+// apart at most.
+func (r *Results) roundRatios(workload, metric, system, baseline string) []float64 {
+	base := map[int]float64{}
+	for _, m := range r.Runs {
+		if v, ok := m.Values[metric]; ok && m.System == baseline && m.Workload == workload && v != 0 {
+			base[m.Rep] = v
+		}
+	}
+	var out []float64
+	for _, m := range r.Runs {
+		if m.System != system || m.Workload != workload {
+			continue
+		}
+		v, ok := m.Values[metric]
+		if b, ok2 := base[m.Rep]; ok && ok2 {
+			out = append(out, v/b)
+		}
+	}
+	return out
 }
 
 // WriteJSON writes the results to dir/results.json.

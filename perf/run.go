@@ -86,7 +86,7 @@ type Options struct {
 	IdleBusyMax float64
 	// CPUProfile records a CPU profile of every tunnel process that
 	// serves one (Snorkel's gateways) during each repetition of the
-	// single-flow TCP workload.
+	// single-flow TCP workload and of the UDP search (profiled).
 	CPUProfile bool
 	// PerfStat counts with `perf stat` during each repetition of the
 	// single-flow TCP workload: attached to every tunnel process, or over

@@ -86,7 +86,7 @@ func runBenchmark(args []string) error {
 	prefix := fs.String("prefix", perf.DefaultBenchPrefix, "prefix of every namespace name")
 	idleWait := fs.Duration("idle-wait", 60*time.Second, "longest wait before each measurement for the host to go idle (negative: do not wait)")
 	idleBusy := fs.Float64("idle-busy", 25, "host CPU busy percentage that counts as idle")
-	profile := fs.Bool("cpu-profile", false, "record a CPU profile of each Snorkel gateway during every single-flow TCP repetition (into --out/profiles)")
+	profile := fs.Bool("cpu-profile", false, "record a CPU profile of each Snorkel gateway during every single-flow TCP repetition and every UDP search (into --out/profiles)")
 	perfStat := fs.Bool("perf-stat", false, "count with perf stat (context switches, page faults, task-clock; cycles and instructions where the CPU offers them) on each system's tunnel processes, or the whole host for a kernel data path, during every single-flow TCP repetition (into --out/perfstat)")
 	kubecontexts := fs.String("kubecontexts", "", "CLIENT,SERVER: measure between pods of two real clusters, by these kubeconfig contexts")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file(s), separated as in $KUBECONFIG (default: $KUBECONFIG, then ~/.kube/config)")
